@@ -1,0 +1,93 @@
+"""sessionstore: AI-agent conversations kept safe on disk.
+
+A registry of live sessions (:class:`SessionStore`) over a storage of sessions
+and their events. The public API is everything imported here; the command line
+lives in :mod:`sessionstore.cli` and is not imported by ``import sessionstore``.
+"""
+
+from .codec import Codec, JsonCodec
+from .errors import (
+    ConnectionOverloadedError,
+    DatabaseBusyError,
+    DatabaseCorruptError,
+    DatabaseFullError,
+    DatabaseReadOnlyError,
+    EventEncodeError,
+    InvalidSessionIdError,
+    MigrationError,
+    NotADatabaseError,
+    SchemaError,
+    SchemaOutOfDateError,
+    SchemaTooNewError,
+    SessionBusyError,
+    SessionLimitError,
+    StorageError,
+    UnknownSessionError,
+)
+from .events import (
+    BaseEvent,
+    EventTypes,
+    ModelMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UnknownEvent,
+    UserMessage,
+)
+from .registry import AgentSession, SessionConfig, SessionStore
+from .sqlite import SQLiteStorage
+from .storage import (
+    EventContext,
+    History,
+    MemoryStorage,
+    SessionCatalog,
+    SessionPage,
+    SessionRecord,
+    Storage,
+    StreamId,
+)
+from .stream import SessionStream
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentSession",
+    "BaseEvent",
+    "Codec",
+    "ConnectionOverloadedError",
+    "DatabaseBusyError",
+    "DatabaseCorruptError",
+    "DatabaseFullError",
+    "DatabaseReadOnlyError",
+    "EventContext",
+    "EventEncodeError",
+    "EventTypes",
+    "History",
+    "InvalidSessionIdError",
+    "JsonCodec",
+    "MemoryStorage",
+    "MigrationError",
+    "ModelMessage",
+    "NotADatabaseError",
+    "SchemaError",
+    "SchemaOutOfDateError",
+    "SchemaTooNewError",
+    "SessionBusyError",
+    "SessionCatalog",
+    "SessionConfig",
+    "SessionLimitError",
+    "SessionPage",
+    "SessionRecord",
+    "SessionStore",
+    "SQLiteStorage",
+    "SessionStream",
+    "Storage",
+    "StorageError",
+    "StreamId",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResult",
+    "UnknownEvent",
+    "UnknownSessionError",
+    "UserMessage",
+]

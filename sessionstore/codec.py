@@ -1,0 +1,189 @@
+"""The JSON codec: events to (type name, JSON text) and back, losslessly.
+
+Payloads are plain JSON objects of the event's fields, so ``json_extract(payload,
+'$.content')`` works in the ``sqlite3`` shell. Values JSON has no type for are
+tagged as one-key objects: ``{"$bytes": base64}``, ``{"$datetime": iso}``,
+``{"$date": iso}``, ``{"$uuid": str}``, ``{"$tuple": [...]}``, ``{"$float": "nan"}``
+(NaN and infinities: SQLite's JSON functions reject bare ``NaN``) and
+``{"$items": [[key, value], ...]}`` for dicts with non-string keys. A user dict
+that itself looks like a tag is wrapped as ``{"$dict": {...}}``, so nothing is
+ambiguous.
+
+Decoding never imports anything and never instantiates a class that is not in
+the :class:`~sessionstore.events.EventTypes` it was given. Anything it cannot
+decode becomes an :class:`~sessionstore.events.UnknownEvent` holding the raw text.
+
+The codec is pluggable: a storage takes any object with ``encode``/``decode``
+(see :class:`Codec`).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+from datetime import date, datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+from .errors import EventEncodeError
+from .events import BaseEvent, EventTypes, UnknownEvent, default_event_types
+
+__all__ = ["Codec", "JsonCodec"]
+
+
+class Codec(Protocol):
+    """What a storage needs to turn events into rows and back."""
+
+    def encode(self, event: BaseEvent) -> tuple[str, str]:
+        """Return ``(type_name, payload_text)``; raise :class:`EventEncodeError` if it cannot."""
+        ...
+
+    def decode(self, type_name: str, payload: str) -> BaseEvent:
+        """Return the event; never raise: undecodable data becomes :class:`UnknownEvent`."""
+        ...
+
+
+class _Undecodable(Exception):
+    pass
+
+
+def _encode_value(value: Any, path: str) -> Any:
+    # Order matters: bool is an int, datetime is a date.
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            out = {k: _encode_value(v, f"{path}.{k}") for k, v in value.items()}
+            if len(out) == 1 and next(iter(out)).startswith("$"):
+                return {"$dict": out}
+            return out
+        return {"$items": [[_encode_value(k, path), _encode_value(v, path)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, datetime):
+        return {"$datetime": value.isoformat()}
+    if isinstance(value, date):
+        return {"$date": value.isoformat()}
+    if isinstance(value, UUID):
+        return {"$uuid": str(value)}
+    raise EventEncodeError(
+        f"cannot store a {type(value).__name__} at {path}: only JSON values, bytes, "
+        "datetimes, dates, UUIDs and tuples round-trip"
+    )
+
+
+def _decode_value(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode_value(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        ((key, inner),) = value.items()
+        if key.startswith("$"):
+            return _decode_tag(key, inner)
+    return {k: _decode_value(v) for k, v in value.items()}
+
+
+def _decode_tag(tag: str, inner: Any) -> Any:
+    try:
+        if tag == "$bytes":
+            return base64.b64decode(inner, validate=True)
+        if tag == "$datetime":
+            return datetime.fromisoformat(inner)
+        if tag == "$date":
+            return date.fromisoformat(inner)
+        if tag == "$uuid":
+            return UUID(inner)
+        if tag == "$tuple":
+            return tuple(_decode_value(v) for v in inner)
+        if tag == "$float" and inner in ("nan", "inf", "-inf"):
+            return float(inner)
+        if tag == "$items":
+            return {_hashable(_decode_value(k)): _decode_value(v) for k, v in inner}
+        if tag == "$dict" and isinstance(inner, dict):
+            return {k: _decode_value(v) for k, v in inner.items()}
+    except (TypeError, ValueError) as exc:
+        raise _Undecodable(f"bad {tag} value: {exc}") from exc
+    raise _Undecodable(f"unknown tag {tag!r}")
+
+
+def _hashable(key: Any) -> Any:
+    if isinstance(key, (list, dict)):
+        raise _Undecodable("a dict key decoded to an unhashable value")
+    return key
+
+
+class JsonCodec:
+    """The default codec. ``types`` is the registry it may instantiate from."""
+
+    def __init__(self, types: EventTypes | None = None) -> None:
+        self._types = types if types is not None else default_event_types
+
+    @property
+    def types(self) -> EventTypes:
+        return self._types
+
+    def encode(self, event: BaseEvent) -> tuple[str, str]:
+        if isinstance(event, UnknownEvent):
+            # Written back exactly as it was read: one process not understanding
+            # an event is no reason to change it.
+            return event.stored_type, event.payload
+        if not isinstance(event, BaseEvent):
+            raise EventEncodeError(f"not an event: {type(event).__name__} (subclass sessionstore.BaseEvent)")
+        type_name = self.types.name_of(type(event))
+        if type_name is None:
+            raise EventEncodeError(
+                f"{type(event).__qualname__} has no registered type name: declare it with "
+                f"class {type(event).__name__}(BaseEvent, type_name='...')"
+            )
+        fields: dict[str, Any] = {}
+        # The event's own fields first, metadata last: rows read better that way.
+        for f in sorted(dataclasses.fields(event), key=lambda f: f.name == "metadata"):
+            value = getattr(event, f.name)
+            if _is_default(f, value):
+                continue  # smaller rows; decoding restores the default
+            fields[f.name] = _encode_value(value, f.name)
+        text = json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                # Lone surrogates cannot be stored as UTF-8 text; \u escapes can,
+                # and json.loads gives the same string back.
+                text = json.dumps(fields, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        return type_name, text
+
+    def decode(self, type_name: str, payload: str) -> BaseEvent:
+        cls = self.types.lookup(type_name)
+        if cls is None:
+            return UnknownEvent(stored_type=type_name, payload=payload, reason="type name not registered")
+        try:
+            raw = json.loads(payload)
+            if not isinstance(raw, dict):
+                raise _Undecodable("payload is not a JSON object")
+            names = {f.name for f in dataclasses.fields(cls) if f.init}
+            unknown = set(raw) - names
+            if unknown:
+                raise _Undecodable(f"fields not in {type_name}: {sorted(unknown)}")
+            return cls(**{k: _decode_value(v) for k, v in raw.items()})
+        except (_Undecodable, ValueError, TypeError, RecursionError) as exc:
+            return UnknownEvent(stored_type=type_name, payload=payload, reason=str(exc))
+
+
+def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
+    if f.default is not dataclasses.MISSING:
+        return type(value) is type(f.default) and bool(value == f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        empty = f.default_factory()
+        return type(value) is type(empty) and bool(value == empty)
+    return False

@@ -1,0 +1,135 @@
+"""The schema: one SQLAlchemy model per table.
+
+``sessions``
+    One row per session. ``id`` is an integer key for the events to point at
+    (small rows, small indexes); ``session_id`` is the 32-hex id clients hold.
+``events``
+    One row per event, ``position`` 0, 1, 2... within its session. ``type`` is
+    the event's stable type name and ``payload`` its JSON text, so
+    ``json_extract(payload, '$.content')`` works in the ``sqlite3`` shell.
+
+Timestamps are UTC, stored as ``YYYY-MM-DD HH:MM:SS.ffffff`` text: readable and
+sortable in ``sqlite3`` as they are.
+
+Two triggers keep ``sessions.revision`` counting every change to a session's
+events, including edits made by hand in ``sqlite3``; a storage uses it to know
+whether what it last read is still what is on disk. Triggers, views and virtual
+tables are not part of SQLAlchemy's metadata, so their SQL lives here and both
+``create_all`` and the migrations use it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = ["Base", "Event", "Session", "UtcDateTime"]
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out; naive UTC text on disk."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("timestamps must be timezone-aware")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def utc_text(value: datetime) -> str:
+    """The on-disk text of a timestamp, for statements written as plain SQL."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UtcDateTime(), dict[str, Any]: JSON(), list[Any]: JSON()}
+
+
+class Session(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(32), unique=True)
+    cwd: Mapped[str] = mapped_column(Text, default=".")
+    additional_directories: Mapped[list[Any]] = mapped_column(default=list)
+    mcp_servers: Mapped[list[Any]] = mapped_column(default=list)
+    meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    title: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    # 1 once the registry let the session go with its history retained.
+    released: Mapped[bool] = mapped_column(default=False)
+    # Bumped by trigger on every insert, update or delete of this session's events.
+    revision: Mapped[int] = mapped_column(default=0)
+
+    __table_args__ = (
+        # AUTOINCREMENT: a deleted session's integer id is never reused, so a
+        # cached (id, revision) pair can never match a different conversation.
+        CheckConstraint("length(session_id) = 32 AND session_id NOT GLOB '*[^0-9a-f]*'", name="session_id_hex"),
+        # session/list: newest first, optionally for one cwd.
+        Index(None, "updated_at", "session_id"),
+        Index(None, "cwd", "updated_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class Event(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    position: Mapped[int]
+    type: Mapped[str] = mapped_column(Text)
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+    # The unique index doubles as the index get_history reads through.
+    __table_args__ = (UniqueConstraint("session", "position"),)
+
+
+TRIGGERS: dict[str, str] = {
+    "events_revision_insert": (
+        "CREATE TRIGGER events_revision_insert AFTER INSERT ON events BEGIN "
+        "UPDATE sessions SET revision = revision + 1 WHERE id = NEW.session; END"
+    ),
+    "events_revision_update": (
+        "CREATE TRIGGER events_revision_update AFTER UPDATE ON events BEGIN "
+        "UPDATE sessions SET revision = revision + 1 WHERE id IN (OLD.session, NEW.session); END"
+    ),
+    "events_revision_delete": (
+        "CREATE TRIGGER events_revision_delete AFTER DELETE ON events BEGIN "
+        "UPDATE sessions SET revision = revision + 1 WHERE id = OLD.session; END"
+    ),
+}

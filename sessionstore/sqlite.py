@@ -1,0 +1,535 @@
+"""Durable storage in one SQLite file, on SQLAlchemy's async engine over aiosqlite.
+
+How it keeps conversations safe:
+
+* WAL journal, ``synchronous=FULL`` by default, foreign keys on, a busy timeout.
+  Every write transaction starts with ``BEGIN IMMEDIATE``, so two processes
+  queue for the write lock (bounded by the busy timeout) instead of failing
+  with "database is locked" when a read transaction tries to become a write.
+* All writes of one storage go through one writer task (the *write lane*).
+  Writes that arrive while a transaction is committing are committed together
+  in the next one (group commit), and each caller gets its answer only once
+  its rows are committed: durability per call, at a fraction of the fsyncs.
+* A write is whole or absent. A caller cancelled before its write starts has
+  written nothing; once it has started, the transaction commits or rolls back
+  whole, whatever happens to the caller.
+* ``set_history`` writes only what changed: the common prefix of the stored
+  and the new history is left alone. An unchanged event is recognised as the
+  same object (events are frozen), checked against ``sessions.revision`` so a
+  change made by another process (or by hand) is never missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import stat
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from uuid import UUID
+
+from sqlalchemy import event as sa_event
+from sqlalchemy import select
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from .codec import Codec, JsonCodec
+from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
+from .events import BaseEvent
+from .migrate import prepare_database
+from .models import Session, utc_text
+from .storage import ContextLike, SessionPage, SessionRecord, StreamId, check_limit, decode_cursor, page_of
+
+__all__ = ["SQLiteStorage"]
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+T = TypeVar("T")
+
+# One job's work inside the batch transaction, and what to do once it committed.
+Work = Callable[[AsyncConnection], Awaitable[tuple[T, Callable[[], None] | None]]]
+
+_SESSIONS = Session.__table__
+_MAX_BATCH = 256
+_CACHE_STREAMS = 256
+
+_ENSURE_SESSION = (
+    "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,"
+    " created_at, updated_at, released, revision)"
+    " VALUES (?, '.', '[]', '[]', '{}', NULL, ?, ?, 0, 0)"
+    " ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at"
+    " RETURNING id, revision"
+)
+_APPEND_EVENT = (
+    "INSERT INTO events (session, position, type, payload, created_at)"
+    " SELECT ?, COALESCE(MAX(position), -1) + 1, ?, ?, ? FROM events WHERE session = ?"
+)
+_INSERT_EVENT = "INSERT INTO events (session, position, type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
+_READ_HISTORY = (
+    "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s"
+    " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = ? ORDER BY e.position"
+)
+_UPSERT_SESSION = (
+    "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,"
+    " created_at, updated_at, released, revision)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+    " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
+    " additional_directories = excluded.additional_directories, mcp_servers = excluded.mcp_servers,"
+    " meta = excluded.meta, title = excluded.title, updated_at = excluded.updated_at,"
+    " released = excluded.released"
+)
+
+
+@dataclass(slots=True)
+class _Cached:
+    """What this process last saw of a session's events, valid while (row id, revision) match."""
+
+    row_id: int
+    revision: int
+    events: list[BaseEvent]
+
+
+@dataclass(slots=True)
+class _Job:
+    work: Work[Any]
+    future: asyncio.Future[Any]
+
+
+def _hex_id(stream_id: object) -> str:
+    if isinstance(stream_id, UUID):
+        return stream_id.hex
+    raise InvalidSessionIdError(f"a stream id must be a uuid.UUID, got {type(stream_id).__name__}: {stream_id!r}")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class SQLiteStorage:
+    """Sessions and their events in one SQLite file.
+
+    Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`.
+    The constructor does no I/O; the file is opened (created at mode 0600,
+    brought to the current schema) on first use or on ``async with``.
+
+    ``synchronous`` is SQLite's durability setting: ``FULL`` (default) survives
+    power loss for every acknowledged write; ``NORMAL`` survives a process crash
+    but may lose the last transactions on power loss. ``busy_timeout`` is how
+    long (seconds) a write waits for another process's write lock.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = 30.0,
+        codec: Codec | None = None,
+        auto_upgrade: bool = True,
+        read_pool_size: int = 4,
+    ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        if busy_timeout < 0:
+            raise ValueError(f"busy_timeout must not be negative, got {busy_timeout}")
+        self.path = Path(path).expanduser()
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self.codec: Codec = codec if codec is not None else JsonCodec()
+        self.auto_upgrade = auto_upgrade
+        self._read_pool_size = read_pool_size
+        self._writer: AsyncEngine | None = None
+        self._reader: AsyncEngine | None = None
+        self._queue: asyncio.Queue[_Job | None] | None = None
+        self._lane: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._opening: asyncio.Lock | None = None
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({str(self.path)!r}, synchronous={self.synchronous!r})"
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> SQLiteStorage:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Open the file now rather than on first use (creating and migrating it if needed)."""
+        await self._ready()
+
+    async def _ready(self) -> asyncio.Queue[_Job | None]:
+        loop = asyncio.get_running_loop()
+        if self._queue is not None and self._loop is loop:
+            return self._queue
+        if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
+            raise StorageError(f"{self} is in use by another event loop; use one SQLiteStorage per event loop")
+        if self._opening is None or self._loop is not loop:
+            self._opening = asyncio.Lock()
+            self._loop = loop
+            self._queue = None
+        async with self._opening:
+            if self._queue is None:
+                await asyncio.to_thread(self._prepare_file)
+                self._writer = self._engine("BEGIN IMMEDIATE", pool_size=1)
+                self._reader = self._engine("BEGIN", pool_size=self._read_pool_size)
+                self._queue = asyncio.Queue()
+                self._lane = loop.create_task(self._run_lane(self._queue), name=f"sessionstore writer {self.path}")
+            return self._queue
+
+    def _prepare_file(self) -> None:
+        if not self.path.exists():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # Created 0600 before SQLite touches it; SQLite gives the WAL and
+                # SHM files the same mode as the database.
+                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR)
+                os.close(fd)
+            except OSError as exc:
+                raise from_sqlite(StorageError(f"unable to open database file: {exc.strerror}"), self.path) from exc
+        elif self.path.is_dir():
+            raise StorageError(f"{self.path} is a folder, not a database file")
+        prepare_database(self.path, auto_upgrade=self.auto_upgrade, busy_timeout=self.busy_timeout)
+
+    def _engine(self, begin: str, *, pool_size: int) -> AsyncEngine:
+        engine = create_async_engine(
+            f"sqlite+aiosqlite:///{self.path}",
+            pool_size=pool_size,
+            max_overflow=0,
+            connect_args={"timeout": self.busy_timeout},
+        )
+        pragmas = (
+            "PRAGMA foreign_keys = ON",
+            f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}",
+            f"PRAGMA synchronous = {self.synchronous}",
+        )
+
+        @sa_event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
+            # Take transaction control from the driver: SQLAlchemy's "begin"
+            # below is the only place a transaction starts, so the write lock is
+            # taken up front (IMMEDIATE) instead of on the first write.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            for pragma in pragmas:
+                cursor.execute(pragma)
+            cursor.close()
+
+        @sa_event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            conn.exec_driver_sql(begin)
+
+        return engine
+
+    async def aclose(self) -> None:
+        """Finish queued writes, stop the writer and close the file. Reopens on next use."""
+        queue, lane = self._queue, self._lane
+        if queue is None or lane is None:
+            return
+        if self._loop is asyncio.get_running_loop():
+            queue.put_nowait(None)  # the lane drains what is queued before it, then stops
+            await asyncio.shield(lane)
+        self._queue = None
+        self._lane = None
+        await self._dispose()
+
+    async def _dispose(self) -> None:
+        engines = (self._writer, self._reader)
+        self._writer = self._reader = None
+        self._queue = None
+        self._cache.clear()
+        for engine in engines:
+            if engine is not None:
+                await engine.dispose()
+
+    # -- the write lane ---------------------------------------------------------------
+
+    async def _submit(self, work: Work[T]) -> T:
+        queue = await self._ready()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        queue.put_nowait(_Job(work, future))
+        return await future
+
+    async def _run_lane(self, queue: asyncio.Queue[_Job | None]) -> None:
+        try:
+            await self._drain(queue)
+        finally:
+            # Also reached when the loop shuts down with the storage still open
+            # (asyncio.run cancels every task): the connections are closed here,
+            # on their own loop, rather than by the garbage collector after it.
+            await self._dispose()
+
+    async def _drain(self, queue: asyncio.Queue[_Job | None]) -> None:
+        stopping = False
+        while not stopping:
+            first = await queue.get()
+            batch: list[_Job] = []
+            item: _Job | None = first
+            while True:
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+                if len(batch) >= _MAX_BATCH or queue.empty():
+                    break
+                item = queue.get_nowait()
+            # A caller cancelled before its write started gets nothing written.
+            live = [job for job in batch if not job.future.done()]
+            if live:
+                await self._commit_batch(live)
+
+    async def _commit_batch(self, jobs: Sequence[_Job]) -> None:
+        assert self._writer is not None
+        outcomes: list[tuple[Any, Callable[[], None] | None]] = []
+        try:
+            async with self._writer.connect() as conn:
+                await conn.begin()
+                for job in jobs:
+                    outcomes.append(await job.work(conn))
+                await conn.commit()
+        except Exception as exc:
+            if len(jobs) > 1:
+                # One bad write must not fail the others it was batched with:
+                # each is retried in a transaction of its own.
+                for job in jobs:
+                    await self._commit_batch([job])
+                return
+            error = exc if isinstance(exc, StorageError) else from_sqlite(exc, self.path)
+            if not jobs[0].future.done():
+                jobs[0].future.set_exception(error)
+            return
+        for job, (result, after_commit) in zip(jobs, outcomes, strict=True):
+            if after_commit is not None:
+                after_commit()
+            if not job.future.done():
+                job.future.set_result(result)
+
+    # -- helpers run inside a write transaction ------------------------------------------
+
+    @staticmethod
+    async def _ensure_session(conn: AsyncConnection, sid: str, now: str) -> tuple[int, int]:
+        row: Any = (await conn.exec_driver_sql(_ENSURE_SESSION, (sid, now, now))).one()
+        return int(row[0]), int(row[1])
+
+    def _cache_put(self, sid: str, entry: _Cached) -> None:
+        self._cache[sid] = entry
+        self._cache.move_to_end(sid)
+        while len(self._cache) > _CACHE_STREAMS:
+            self._cache.popitem(last=False)
+
+    # -- Storage ----------------------------------------------------------------------------
+
+    async def save_event(self, event: BaseEvent, context: ContextLike) -> None:
+        """Append one event; returns once it is committed."""
+        sid = _hex_id(context.stream.id)
+        type_name, payload = self.codec.encode(event)  # a bad event fails here, before any write
+
+        async def work(conn: AsyncConnection) -> tuple[None, Callable[[], None]]:
+            now = utc_text(_now())
+            row_id, revision = await self._ensure_session(conn, sid, now)
+            await conn.exec_driver_sql(_APPEND_EVENT, (row_id, type_name, payload, now, row_id))
+
+            def after_commit() -> None:
+                cached = self._cache.get(sid)
+                if cached is not None and cached.row_id == row_id and cached.revision == revision:
+                    cached.events.append(event)
+                    cached.revision += 1
+                else:
+                    self._cache.pop(sid, None)
+
+            return None, after_commit
+
+        await self._submit(work)
+
+    async def get_history(self, stream_id: StreamId) -> list[BaseEvent]:
+        """The session's events in order (empty for an unknown stream)."""
+        sid = _hex_id(stream_id)
+        await self._ready()
+        assert self._reader is not None
+        try:
+            async with self._reader.connect() as conn:
+                raw = await conn.get_raw_connection()
+                driver = raw.driver_connection
+                assert driver is not None
+                rows = await driver.execute_fetchall(_READ_HISTORY, (sid,))
+        except (DBAPIError, sqlite3.Error) as exc:
+            raise from_sqlite(exc, self.path) from exc
+        if not rows:
+            return []
+        row_id, revision = int(rows[0][0]), int(rows[0][1])
+        cached = self._cache.get(sid)
+        if cached is not None and cached.row_id == row_id and cached.revision == revision:
+            return list(cached.events)
+        decode = self.codec.decode
+        events = [decode(type_name, payload) for _, _, type_name, payload in rows if type_name is not None]
+        self._cache_put(sid, _Cached(row_id, revision, list(events)))
+        return events
+
+    async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None:
+        """Replace the session's events in one transaction, writing only what changed."""
+        sid = _hex_id(stream_id)
+        new = list(events)
+        for index, item in enumerate(new):
+            if not isinstance(item, BaseEvent):
+                raise EventEncodeError(f"history[{index}] is not an event: {type(item).__name__}")
+        encode = self.codec.encode
+
+        async def work(conn: AsyncConnection) -> tuple[None, Callable[[], None]]:
+            now = utc_text(_now())
+            row_id, revision = await self._ensure_session(conn, sid, now)
+            cached = self._cache.get(sid)
+            keep = 0
+            if cached is not None and cached.row_id == row_id and cached.revision == revision:
+                old = cached.events
+                stored_count = len(old)
+                limit = min(stored_count, len(new))
+                while keep < limit and (new[keep] is old[keep] or encode(new[keep]) == encode(old[keep])):
+                    keep += 1
+            else:
+                result: Any = await conn.exec_driver_sql(
+                    "SELECT type, payload FROM events WHERE session = ? ORDER BY position", (row_id,)
+                )
+                stored = [(str(t), str(p)) for t, p in result.all()]
+                stored_count = len(stored)
+                limit = min(stored_count, len(new))
+                while keep < limit and encode(new[keep]) == stored[keep]:
+                    keep += 1
+            changes = 0
+            if keep < stored_count:
+                deleted = await conn.exec_driver_sql(
+                    "DELETE FROM events WHERE session = ? AND position >= ?", (row_id, keep)
+                )
+                changes += deleted.rowcount
+            rows = [(row_id, keep + i, *encode(item), now) for i, item in enumerate(new[keep:])]
+            if rows:
+                await conn.exec_driver_sql(_INSERT_EVENT, rows)
+                changes += len(rows)
+
+            def after_commit() -> None:
+                self._cache_put(sid, _Cached(row_id, revision + changes, new))
+
+            return None, after_commit
+
+        await self._submit(work)
+
+    async def drop_history(self, stream_id: StreamId) -> None:
+        """Delete the session and all its events."""
+        sid = _hex_id(stream_id)
+
+        async def work(conn: AsyncConnection) -> tuple[None, Callable[[], None]]:
+            await conn.exec_driver_sql("DELETE FROM sessions WHERE session_id = ?", (sid,))
+
+            def after_commit() -> None:
+                self._cache.pop(sid, None)
+
+            return None, after_commit
+
+        await self._submit(work)
+
+    # -- SessionCatalog -----------------------------------------------------------------------
+
+    async def save_session(self, record: SessionRecord) -> None:
+        sid = _hex_id(record.stream_id)
+        params = (
+            sid,
+            record.cwd,
+            _json(list(record.additional_directories)),
+            _json(list(record.mcp_servers)),
+            _json(dict(record.meta)),
+            record.title,
+            utc_text(record.created_at),
+            utc_text(record.updated_at),
+            int(record.released),
+        )
+
+        async def work(conn: AsyncConnection) -> tuple[None, None]:
+            await conn.exec_driver_sql(_UPSERT_SESSION, params)
+            return None, None
+
+        await self._submit(work)
+
+    async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
+        sid = _hex_id(stream_id)
+        rows = await self._select_sessions(select(_SESSIONS).where(_SESSIONS.c.session_id == sid))
+        return rows[0] if rows else None
+
+    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
+        sid = _hex_id(stream_id)
+        now = utc_text(_now())
+
+        async def work(conn: AsyncConnection) -> tuple[None, None]:
+            if released is None:
+                await conn.exec_driver_sql("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (now, sid))
+            else:
+                await conn.exec_driver_sql(
+                    "UPDATE sessions SET updated_at = ?, released = ? WHERE session_id = ?",
+                    (now, int(released), sid),
+                )
+            return None, None
+
+        await self._submit(work)
+
+    async def set_title(self, stream_id: StreamId, title: str | None) -> None:
+        sid = _hex_id(stream_id)
+
+        async def work(conn: AsyncConnection) -> tuple[None, None]:
+            await conn.exec_driver_sql("UPDATE sessions SET title = ? WHERE session_id = ?", (title, sid))
+            return None, None
+
+        await self._submit(work)
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> SessionPage:
+        """Sessions newest first (``updated_at``, then id), ``limit`` at a time."""
+        check_limit(limit)
+        columns = _SESSIONS.c
+        query = select(_SESSIONS).order_by(columns.updated_at.desc(), columns.session_id.desc())
+        if cwd is not None:
+            query = query.where(columns.cwd == cwd)
+        if cursor is not None:
+            when, after = decode_cursor(cursor)
+            query = query.where(
+                (columns.updated_at < when) | ((columns.updated_at == when) & (columns.session_id < after))
+            )
+        if limit is not None:
+            query = query.limit(limit + 1)
+        return page_of(await self._select_sessions(query), limit)
+
+    async def _select_sessions(self, query: Any) -> list[SessionRecord]:
+        await self._ready()
+        assert self._reader is not None
+        try:
+            async with self._reader.connect() as conn:
+                rows = (await conn.execute(query)).all()
+        except (DBAPIError, sqlite3.Error) as exc:
+            raise from_sqlite(exc, self.path) from exc
+        return [
+            SessionRecord(
+                session_id=row.session_id,
+                cwd=row.cwd,
+                additional_directories=list(row.additional_directories),
+                mcp_servers=list(row.mcp_servers),
+                meta=dict(row.meta),
+                title=row.title,
+                created_at=row.created_at,
+                updated_at=row.updated_at,
+                released=bool(row.released),
+            )
+            for row in rows
+        ]

@@ -1,0 +1,251 @@
+"""The storage seam: what the registry needs from a backend, and the in-memory one.
+
+:class:`Storage` is exactly AG2's ``ag2.history.Storage`` (four async methods), so
+a storage written for one works with the other. A backend that also keeps
+session records (context, title, timestamps, released flag) implements
+:class:`SessionCatalog` as well; the registry uses it when it is there and
+works without it. Both are deliberately narrow: a PostgreSQL backend, or an
+adapter for AG2's ``ACPAgent``, implements these and nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+from uuid import UUID
+
+from .events import BaseEvent
+
+__all__ = [
+    "EventContext",
+    "History",
+    "MemoryStorage",
+    "SessionCatalog",
+    "SessionPage",
+    "SessionRecord",
+    "Storage",
+    "StreamId",
+    "StreamRef",
+]
+
+StreamId: TypeAlias = UUID
+"""A conversation's key in storage. A session's id is its stream id's ``hex``."""
+
+
+class StreamRef(Protocol):
+    @property
+    def id(self) -> StreamId: ...
+
+
+class ContextLike(Protocol):
+    """What ``save_event`` reads from its context: ``context.stream.id``."""
+
+    @property
+    def stream(self) -> StreamRef: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    id: StreamId
+
+
+@dataclass(frozen=True, slots=True)
+class EventContext:
+    """The smallest context ``save_event`` accepts; AG2's ``Context`` works too."""
+
+    stream: StreamRef
+
+    @classmethod
+    def for_stream(cls, stream_id: StreamId) -> EventContext:
+        return cls(stream=_Stream(stream_id))
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Where a conversation's events live, keyed by stream id."""
+
+    async def save_event(self, event: BaseEvent, context: ContextLike) -> None: ...
+
+    async def get_history(self, stream_id: StreamId) -> Iterable[BaseEvent]: ...
+
+    async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None: ...
+
+    async def drop_history(self, stream_id: StreamId) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session as a storage keeps it: its client context and bookkeeping.
+
+    ``released`` is true once the registry let the session go with its history
+    retained, so it can be listed and resumed by a later process.
+    """
+
+    session_id: str
+    cwd: str = "."
+    additional_directories: list[str] = field(default_factory=list)
+    mcp_servers: list[Any] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    released: bool = False
+
+    @property
+    def stream_id(self) -> StreamId:
+        return UUID(hex=self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of :meth:`SessionCatalog.list_sessions`, newest first."""
+
+    sessions: list[SessionRecord]
+    next_cursor: str | None
+
+
+@runtime_checkable
+class SessionCatalog(Protocol):
+    """Session records beside the history: what ``session/list`` and resume need."""
+
+    async def save_session(self, record: SessionRecord) -> None:
+        """Insert or replace the record (its events are untouched)."""
+        ...
+
+    async def load_session(self, stream_id: StreamId) -> SessionRecord | None: ...
+
+    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
+        """Stamp ``updated_at`` now; set ``released`` when given."""
+        ...
+
+    async def set_title(self, stream_id: StreamId, title: str | None) -> None: ...
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> SessionPage: ...
+
+
+def encode_cursor(updated_at: datetime, session_id: str) -> str:
+    """An opaque keyset cursor: the sort key of the last row on the page."""
+    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        stamp, session_id = json.loads(raw)
+        when = datetime.fromisoformat(stamp)
+        UUID(hex=session_id)
+        if when.tzinfo is None:
+            raise ValueError("naive timestamp")
+        return when, session_id
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"invalid session list cursor: {cursor!r}") from exc
+
+
+def check_limit(limit: int | None) -> int | None:
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    return limit
+
+
+class MemoryStorage:
+    """History and session records in process memory: fast, and gone at exit.
+
+    The ceiling the durable storages are measured against, and the default of
+    :class:`~sessionstore.SessionStore` when no storage is given.
+    """
+
+    def __init__(self) -> None:
+        self._events: defaultdict[StreamId, list[BaseEvent]] = defaultdict(list)
+        self._records: dict[StreamId, SessionRecord] = {}
+
+    async def save_event(self, event: BaseEvent, context: ContextLike) -> None:
+        stream_id = context.stream.id
+        self._events[stream_id].append(event)
+        self._ensure_record(stream_id)
+
+    async def get_history(self, stream_id: StreamId) -> Iterable[BaseEvent]:
+        return list(self._events.get(stream_id, ()))
+
+    async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None:
+        self._events[stream_id] = list(events)
+        self._ensure_record(stream_id)
+
+    async def drop_history(self, stream_id: StreamId) -> None:
+        self._events.pop(stream_id, None)
+        self._records.pop(stream_id, None)
+
+    def _ensure_record(self, stream_id: StreamId) -> None:
+        record = self._records.get(stream_id)
+        now = datetime.now(UTC)
+        if record is None:
+            self._records[stream_id] = SessionRecord(session_id=stream_id.hex, created_at=now, updated_at=now)
+        else:
+            self._records[stream_id] = replace(record, updated_at=now)
+
+    async def save_session(self, record: SessionRecord) -> None:
+        self._records[record.stream_id] = record
+
+    async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
+        return self._records.get(stream_id)
+
+    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
+        record = self._records.get(stream_id)
+        if record is not None:
+            flag = record.released if released is None else released
+            self._records[stream_id] = replace(record, updated_at=datetime.now(UTC), released=flag)
+
+    async def set_title(self, stream_id: StreamId, title: str | None) -> None:
+        record = self._records.get(stream_id)
+        if record is not None:
+            self._records[stream_id] = replace(record, title=title)
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> SessionPage:
+        check_limit(limit)
+        after = decode_cursor(cursor) if cursor is not None else None
+        rows = sorted(self._records.values(), key=lambda r: (r.updated_at, r.session_id), reverse=True)
+        if cwd is not None:
+            rows = [r for r in rows if r.cwd == cwd]
+        if after is not None:
+            rows = [r for r in rows if (r.updated_at, r.session_id) < after]
+        return page_of(rows, limit)
+
+
+def page_of(rows: Sequence[SessionRecord], limit: int | None) -> SessionPage:
+    """Cut ``rows`` (already filtered and ordered) to a page with its cursor."""
+    if limit is None or len(rows) <= limit:
+        return SessionPage(sessions=list(rows), next_cursor=None)
+    page = list(rows[:limit])
+    last = page[-1]
+    return SessionPage(sessions=page, next_cursor=encode_cursor(last.updated_at, last.session_id))
+
+
+class History:
+    """One stream's slice of a storage: the view a turn reads and rewrites."""
+
+    def __init__(self, storage: Storage, stream_id: StreamId) -> None:
+        self._storage = storage
+        self._stream_id = stream_id
+
+    @property
+    def stream_id(self) -> StreamId:
+        return self._stream_id
+
+    async def get_events(self) -> list[BaseEvent]:
+        return list(await self._storage.get_history(self._stream_id))
+
+    async def replace(self, events: Iterable[BaseEvent]) -> None:
+        await self._storage.set_history(self._stream_id, events)
+
+    async def append(self, event: BaseEvent) -> None:
+        await self._storage.save_event(event, EventContext.for_stream(self._stream_id))

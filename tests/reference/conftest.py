@@ -1,0 +1,28 @@
+"""Run the reference suite once per storage the package ships.
+
+The suite builds ``SessionStore()`` without a storage in most tests, so the
+backend is swapped where the registry gets its default; the test file itself
+stays exactly as written upstream, imports mapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from sessionstore import MemoryStorage, SQLiteStorage, Storage, registry
+
+BACKENDS: dict[str, Callable[[Path], Callable[[], Storage]]] = {
+    "memory": lambda _tmp: MemoryStorage,
+    # A fresh file for every store the test builds.
+    "sqlite": lambda tmp: lambda: SQLiteStorage(tmp / f"{uuid4().hex}.db"),
+}
+
+
+@pytest.fixture(autouse=True, params=sorted(BACKENDS))
+def storage_backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setattr(registry, "default_storage_factory", BACKENDS[request.param](tmp_path))
+    yield request.param

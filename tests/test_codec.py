@@ -1,0 +1,197 @@
+"""The JSON codec: exact round trips, unknown types kept, hostile payloads harmless."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from sessionstore import (
+    BaseEvent,
+    EventEncodeError,
+    EventTypes,
+    JsonCodec,
+    ModelMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UnknownEvent,
+    UserMessage,
+)
+
+codec = JsonCodec()
+
+NESTED: dict[str, Any] = {
+    "bytes": b"\x00\xffraw",
+    "when": datetime(2026, 11, 29, 12, 30, 1, 123456, tzinfo=UTC),
+    "offset": datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    "naive": datetime(2026, 1, 1, 8, 0),
+    "day": date(2026, 2, 28),
+    "id": uuid4(),
+    "tuple": (1, "two", (3.5, None)),
+    "list": [1, [2, [3, {"deep": True}]]],
+    "int_keys": {1: "one", 2: "two"},
+    "tag_lookalike": {"$bytes": "not really"},
+    "unicode": "héllo wörld ✓ 漢字 🎉",
+    "big": 2**70,
+    "neg_zero": -0.5,
+    "empty": {},
+}
+
+ALL_EVENTS: list[BaseEvent] = [
+    UserMessage("hello", metadata={"client": "zed"}),
+    ModelMessage("hi there", metadata=NESTED),
+    SystemMessage("be brief"),
+    ToolCall(call_id="c1", name="read_file", arguments={"path": "/etc/hosts", "lines": (1, 10)}),
+    ToolResult(call_id="c1", content={"text": "127.0.0.1 localhost", "raw": b"\x01"}, is_error=False),
+    ToolResult(call_id="c2", content="boom", is_error=True),
+]
+
+
+@pytest.mark.parametrize("event", ALL_EVENTS, ids=lambda e: type(e).__name__)
+def test_every_builtin_event_round_trips_exactly(event: BaseEvent) -> None:
+    type_name, payload = codec.encode(event)
+    back = codec.decode(type_name, payload)
+    assert type(back) is type(event)
+    assert back == event
+    json.loads(payload)  # always valid JSON text, so json_extract works on it
+
+
+def test_types_of_nested_values_survive() -> None:
+    back = codec.decode(*codec.encode(ModelMessage("x", metadata=NESTED)))
+    assert isinstance(back, ModelMessage)
+    for key, value in NESTED.items():
+        assert type(back.metadata[key]) is type(value), key
+    assert back.metadata["tuple"][2] == (3.5, None)
+    assert back.metadata["offset"].utcoffset() == timedelta(hours=5, minutes=30)
+
+
+def test_payload_is_plain_json_for_plain_values() -> None:
+    type_name, payload = codec.encode(ModelMessage("readable"))
+    assert type_name == "model_message"
+    assert json.loads(payload) == {"content": "readable"}
+
+
+def test_nan_and_infinities_round_trip_as_valid_json() -> None:
+    event = ModelMessage("f", metadata={"nan": math.nan, "inf": math.inf, "ninf": -math.inf})
+    _, payload = codec.encode(event)
+    assert "NaN" not in payload and "Infinity" not in payload
+    back = codec.decode("model_message", payload)
+    assert isinstance(back, ModelMessage)
+    assert math.isnan(back.metadata["nan"])
+    assert back.metadata["inf"] == math.inf and back.metadata["ninf"] == -math.inf
+
+
+def test_lone_surrogates_round_trip_as_ascii_escapes() -> None:
+    event = UserMessage("bad \ud800 text")
+    _, payload = codec.encode(event)
+    payload.encode("utf-8")  # storable as UTF-8 text
+    assert codec.decode("user_message", payload) == event
+
+
+def test_values_json_cannot_hold_are_refused_with_a_typed_error() -> None:
+    with pytest.raises(EventEncodeError, match=r"Decimal at metadata\.price"):
+        codec.encode(ModelMessage("x", metadata={"price": Decimal("1.5")}))
+    with pytest.raises(EventEncodeError, match="not an event"):
+        codec.encode("just a string")  # type: ignore[arg-type]
+
+
+def test_an_unregistered_class_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Stray(BaseEvent):
+        x: int = 0
+
+    with pytest.raises(EventEncodeError, match="no registered type name"):
+        codec.encode(Stray())
+
+
+def test_applications_register_their_own_types_under_stable_names() -> None:
+    @dataclass(frozen=True)
+    class Handoff(BaseEvent, type_name="tests.handoff"):
+        to_agent: str
+        reasons: list[str] = field(default_factory=list)
+
+    event = Handoff("planner", reasons=["too long"])
+    type_name, payload = codec.encode(event)
+    assert type_name == "tests.handoff"
+    assert "test_codec" not in payload and "Handoff" not in payload  # no module path on disk
+    assert codec.decode(type_name, payload) == event
+
+
+def test_a_private_registry_only_knows_what_it_was_given() -> None:
+    types = EventTypes()
+    types.register(UserMessage, "user_message")
+    private = JsonCodec(types)
+    assert private.decode(*private.encode(UserMessage("a"))) == UserMessage("a")
+    decoded = private.decode(*codec.encode(ModelMessage("b")))
+    assert isinstance(decoded, UnknownEvent)
+    with pytest.raises(EventEncodeError):
+        private.encode(ModelMessage("b"))
+
+
+def test_one_name_cannot_serve_two_classes() -> None:
+    types = EventTypes()
+    types.register(UserMessage, "dup")
+    with pytest.raises(ValueError, match="already used"):
+        types.register(ModelMessage, "dup")
+
+
+def test_unknown_type_name_keeps_the_raw_payload_and_writes_it_back_unchanged() -> None:
+    raw = '{"future_field": [1, 2, 3], "text": "from v9"}'
+    event = codec.decode("made_by_a_newer_version", raw)
+    assert isinstance(event, UnknownEvent)
+    assert (event.stored_type, event.payload) == ("made_by_a_newer_version", raw)
+    assert codec.encode(event) == ("made_by_a_newer_version", raw)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "not json at all",
+        "",
+        "[1, 2]",
+        '"a string"',
+        '{"content": "x", "surprise": 1}',
+        '{"metadata": {"$bytes": "!!!not base64"}, "content": "x"}',
+        '{"metadata": {"$datetime": 42}, "content": "x"}',
+        '{"metadata": {"$unknown_tag": 1}, "content": "x"}',
+        '{"metadata": {"$items": [[[1], 2]]}, "content": "x"}',
+        '{"metadata": {"$float": "1e999"}, "content": "x"}',
+        "{}",
+        "[" * 100_000 + "]" * 100_000,
+    ],
+)
+def test_undecodable_payloads_become_unknown_events_not_errors(payload: str) -> None:
+    event = codec.decode("model_message", payload)
+    assert isinstance(event, UnknownEvent)
+    assert event.payload == payload and event.stored_type == "model_message"
+    assert event.reason
+
+
+@pytest.mark.parametrize(
+    "type_name, payload",
+    [
+        ("os.system", '{"command": "touch /tmp/pwned"}'),
+        ("builtins.eval", '{"source": "1+1"}'),
+        ("sessionstore_test_never_imported.Evil", "{}"),
+        ("model_message", '{"__class__": "os.system", "content": "x"}'),
+        ("model_message", '{"content": {"py/object": "subprocess.Popen"}}'),
+    ],
+)
+def test_stored_data_never_chooses_what_is_imported(type_name: str, payload: str) -> None:
+    before = set(sys.modules)
+    event = codec.decode(type_name, payload)
+    assert set(sys.modules) == before
+    assert "sessionstore_test_never_imported" not in sys.modules
+    if isinstance(event, ModelMessage):
+        # A hostile-looking value is only data: a dict, never an object.
+        assert event.content == {"py/object": "subprocess.Popen"}
+    else:
+        assert isinstance(event, UnknownEvent)
