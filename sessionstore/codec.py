@@ -5,9 +5,9 @@ Payloads are plain JSON objects of the event's fields, so ``json_extract(payload
 tagged as one-key objects: ``{"$bytes": base64}``, ``{"$datetime": iso}``,
 ``{"$date": iso}``, ``{"$uuid": str}``, ``{"$tuple": [...]}``, ``{"$float": "nan"}``
 (NaN and infinities: SQLite's JSON functions reject bare ``NaN``) and
-``{"$items": [[key, value], ...]}`` for dicts with non-string keys. A user dict
-that itself looks like a tag is wrapped as ``{"$dict": {...}}``, so nothing is
-ambiguous.
+``{"$items": [[key, value], ...]}`` for dicts with non-string keys, and for a
+user dict that itself looks like a tag (one key starting with ``$``), so
+nothing is ambiguous.
 
 Decoding never imports anything and never instantiates a class that is not in
 the :class:`~sessionstore.events.EventTypes` it was given. Anything it cannot
@@ -61,7 +61,7 @@ def _encode_value(value: Any, path: str) -> Any:
         if all(isinstance(k, str) for k in value):
             out = {k: _encode_value(v, f"{path}.{k}") for k, v in value.items()}
             if len(out) == 1 and next(iter(out)).startswith("$"):
-                return {"$dict": out}
+                return {"$items": [[k, v] for k, v in out.items()]}
             return out
         return {"$items": [[_encode_value(k, path), _encode_value(v, path)] for k, v in value.items()]}
     if isinstance(value, list):
@@ -82,16 +82,14 @@ def _encode_value(value: Any, path: str) -> Any:
     )
 
 
-def _decode_value(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_decode_value(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if len(value) == 1:
-        ((key, inner),) = value.items()
-        if key.startswith("$"):
+def _object_hook(obj: dict[str, Any]) -> Any:
+    # Called by the JSON parser for every object, innermost first, so a tag's
+    # inner value is already decoded when its tag is seen.
+    if len(obj) == 1:
+        ((key, inner),) = obj.items()
+        if key[:1] == "$":
             return _decode_tag(key, inner)
-    return {k: _decode_value(v) for k, v in value.items()}
+    return obj
 
 
 def _decode_tag(tag: str, inner: Any) -> Any:
@@ -104,17 +102,25 @@ def _decode_tag(tag: str, inner: Any) -> Any:
             return date.fromisoformat(inner)
         if tag == "$uuid":
             return UUID(inner)
-        if tag == "$tuple":
-            return tuple(_decode_value(v) for v in inner)
+        if tag == "$tuple" and isinstance(inner, list):
+            return tuple(inner)
         if tag == "$float" and inner in ("nan", "inf", "-inf"):
             return float(inner)
-        if tag == "$items":
-            return {_hashable(_decode_value(k)): _decode_value(v) for k, v in inner}
-        if tag == "$dict" and isinstance(inner, dict):
-            return {k: _decode_value(v) for k, v in inner.items()}
+        if tag == "$items" and isinstance(inner, list):
+            return {_hashable(k): v for k, v in inner}
     except (TypeError, ValueError) as exc:
         raise _Undecodable(f"bad {tag} value: {exc}") from exc
     raise _Undecodable(f"unknown tag {tag!r}")
+
+
+_parse_tagged = json.JSONDecoder(object_hook=_object_hook).decode
+_parse_plain = json.JSONDecoder().decode
+
+
+def _parse(payload: str) -> Any:
+    # Every tag is an object key starting with "$": text without '"$' has none,
+    # and skips a Python call per object.
+    return _parse_tagged(payload) if '"$' in payload else _parse_plain(payload)
 
 
 def _hashable(key: Any) -> Any:
@@ -128,6 +134,7 @@ class JsonCodec:
 
     def __init__(self, types: EventTypes | None = None) -> None:
         self._types = types if types is not None else default_event_types
+        self._field_names: dict[type[BaseEvent], frozenset[str]] = {}
 
     @property
     def types(self) -> EventTypes:
@@ -164,18 +171,19 @@ class JsonCodec:
         return type_name, text
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
-        cls = self.types.lookup(type_name)
+        cls = self._types.lookup(type_name)
         if cls is None:
             return UnknownEvent(stored_type=type_name, payload=payload, reason="type name not registered")
         try:
-            raw = json.loads(payload)
+            raw = _parse(payload)
             if not isinstance(raw, dict):
                 raise _Undecodable("payload is not a JSON object")
-            names = {f.name for f in dataclasses.fields(cls) if f.init}
-            unknown = set(raw) - names
-            if unknown:
-                raise _Undecodable(f"fields not in {type_name}: {sorted(unknown)}")
-            return cls(**{k: _decode_value(v) for k, v in raw.items()})
+            names = self._field_names.get(cls)
+            if names is None:
+                names = self._field_names[cls] = frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+            if not raw.keys() <= names:
+                raise _Undecodable(f"fields not in {type_name}: {sorted(set(raw) - names)}")
+            return cls(**raw)
         except (_Undecodable, ValueError, TypeError, RecursionError) as exc:
             return UnknownEvent(stored_type=type_name, payload=payload, reason=str(exc))
 

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from uuid import UUID
 
+from sqlalchemy import case, func, select
 from sqlalchemy import event as sa_event
-from sqlalchemy import select
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -50,8 +50,17 @@ from .codec import Codec, JsonCodec
 from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
 from .events import BaseEvent
 from .migrate import prepare_database
-from .models import Session, utc_text
-from .storage import ContextLike, SessionPage, SessionRecord, StreamId, check_limit, decode_cursor, page_of
+from .models import Event, Session, utc_text
+from .storage import (
+    ContextLike,
+    SessionPage,
+    SessionRecord,
+    StreamId,
+    check_limit,
+    decode_cursor,
+    page_of,
+    shorten_title,
+)
 
 __all__ = ["SQLiteStorage"]
 
@@ -64,6 +73,15 @@ AfterCommit = Callable[[], None] | None
 Work = Callable[[sqlite3.Connection], tuple[T, AfterCommit]]
 
 _SESSIONS = Session.__table__
+# A session with no title is listed under its first user message. Guarded by
+# json_valid: a row edited by hand into bad JSON must not break the listing.
+_FIRST_USER_TEXT = (
+    select(case((func.json_valid(Event.payload), func.json_extract(Event.payload, "$.content")), else_=None))
+    .where(Event.session == _SESSIONS.c.id, Event.type == "user_message")
+    .order_by(Event.position)
+    .limit(1)
+    .scalar_subquery()
+)
 _MAX_BATCH = 256
 _CACHE_STREAMS = 256
 
@@ -535,9 +553,11 @@ class SQLiteStorage:
             )
         if limit is not None:
             query = query.limit(limit + 1)
-        return page_of(await self._select_sessions(query), limit)
+        return page_of(await self._select_sessions(query, derive_titles=True), limit)
 
-    async def _select_sessions(self, query: Any) -> list[SessionRecord]:
+    async def _select_sessions(self, query: Any, *, derive_titles: bool = False) -> list[SessionRecord]:
+        if derive_titles:
+            query = query.add_columns(_FIRST_USER_TEXT.label("first_user_text"))
         await self._ready()
         assert self._reader is not None
         try:
@@ -552,7 +572,7 @@ class SQLiteStorage:
                 additional_directories=list(row.additional_directories),
                 mcp_servers=list(row.mcp_servers),
                 meta=dict(row.meta),
-                title=row.title,
+                title=row.title if row.title is not None or not derive_titles else shorten_title(row.first_user_text),
                 created_at=row.created_at,
                 updated_at=row.updated_at,
                 released=bool(row.released),

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
 
-from .events import BaseEvent
+from .events import BaseEvent, UserMessage
 
 __all__ = [
     "EventContext",
@@ -150,6 +150,19 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise ValueError(f"invalid session list cursor: {cursor!r}") from exc
 
 
+TITLE_LENGTH = 80
+
+
+def shorten_title(text: object) -> str | None:
+    """A title made from a first user message: one line, at most ``TITLE_LENGTH`` characters."""
+    if not isinstance(text, str):
+        return None
+    line = " ".join(text.split())
+    if not line:
+        return None
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
 def check_limit(limit: int | None) -> int | None:
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
@@ -218,7 +231,13 @@ class MemoryStorage:
             rows = [r for r in rows if r.cwd == cwd]
         if after is not None:
             rows = [r for r in rows if (r.updated_at, r.session_id) < after]
-        return page_of(rows, limit)
+        return page_of([self._with_title(r) for r in rows], limit)
+
+    def _with_title(self, record: SessionRecord) -> SessionRecord:
+        if record.title is not None:
+            return record
+        first = next((e for e in self._events.get(record.stream_id, ()) if isinstance(e, UserMessage)), None)
+        return record if first is None else replace(record, title=shorten_title(first.content))
 
 
 def page_of(rows: Sequence[SessionRecord], limit: int | None) -> SessionPage:
