@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import sqlite3
 import stat
@@ -342,4 +341,3 @@ async def test_a_new_process_lists_and_resumes_what_an_exited_one_wrote(db: Path
             assert history == [UserMessage(f"question {i}"), ModelMessage(f"answer {i}")]
         explicit, _ = await SessionStore(storage=storage).get_or_adopt(UUID(hex=ids[0]), cwd="/given")
         assert explicit.cwd == "/given" and explicit.meta == {"n": 0}  # context given explicitly wins
-    assert os.path.getsize(db) > 0
