@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from .codec import Codec, JsonCodec
-from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
+from .errors import InvalidSessionIdError, StorageError, from_sqlite
 from .events import BaseEvent
 from .migrate import prepare_database
 from .models import Event, Session, utc_text
@@ -431,10 +431,7 @@ class SQLiteStorage:
     async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
         sid = _hex_id(stream_id)
-        new = list(events)
-        for index, item in enumerate(new):
-            if not isinstance(item, BaseEvent):
-                raise EventEncodeError(f"history[{index}] is not an event: {type(item).__name__}")
+        new = list(events)  # a non-event fails in encode, inside the transaction, which then rolls back
         encode = self.codec.encode
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
@@ -446,6 +443,12 @@ class SQLiteStorage:
                 old = cached.events
                 stored_count = len(old)
                 limit = min(stored_count, len(new))
+                # List equality runs in C and short-cuts on identity, so the usual
+                # call (the history it read, plus new events) costs a pointer
+                # compare per stored event. An event == to the stored one (frozen
+                # dataclass equality) is not rewritten.
+                if new[:limit] == old[:limit]:
+                    keep = limit
                 while keep < limit and (new[keep] is old[keep] or encode(new[keep]) == encode(old[keep])):
                     keep += 1
             else:
