@@ -134,7 +134,7 @@ class JsonCodec:
 
     def __init__(self, types: EventTypes | None = None) -> None:
         self._types = types if types is not None else default_event_types
-        self._field_names: dict[type[BaseEvent], frozenset[str]] = {}
+        self._plans: dict[type[BaseEvent], _Plan] = {}
 
     @property
     def types(self) -> EventTypes:
@@ -178,14 +178,51 @@ class JsonCodec:
             raw = _parse(payload)
             if not isinstance(raw, dict):
                 raise _Undecodable("payload is not a JSON object")
-            names = self._field_names.get(cls)
-            if names is None:
-                names = self._field_names[cls] = frozenset(f.name for f in dataclasses.fields(cls) if f.init)
-            if not raw.keys() <= names:
-                raise _Undecodable(f"fields not in {type_name}: {sorted(set(raw) - names)}")
-            return cls(**raw)
+            plan = self._plans.get(cls)
+            if plan is None:
+                plan = self._plans[cls] = _Plan(cls)
+            if not raw.keys() <= plan.names:
+                raise _Undecodable(f"fields not in {type_name}: {sorted(set(raw) - plan.names)}")
+            return plan.build(raw)
         except (_Undecodable, ValueError, TypeError, RecursionError) as exc:
             return UnknownEvent(stored_type=type_name, payload=payload, reason=str(exc))
+
+
+class _Plan:
+    """How to build one event class from decoded fields, worked out once per class.
+
+    A plain frozen dataclass's ``__init__`` only assigns its fields (through
+    ``object.__setattr__``, one call each), so its instance dict is filled
+    directly: reading a long history is dominated by this step. A class with
+    ``__post_init__``, ``InitVar``s or slots is built through its ``__init__``.
+    """
+
+    def __init__(self, cls: type[BaseEvent]) -> None:
+        self.cls = cls
+        fields = dataclasses.fields(cls)
+        self.names = frozenset(f.name for f in fields if f.init)
+        self.required = frozenset(
+            f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        self.defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        self.factories = [(f.name, f.default_factory) for f in fields if f.default_factory is not dataclasses.MISSING]
+        # InitVars only matter to a __post_init__, so checking for one covers them.
+        init_only = any(f.init is False for f in fields)
+        self.direct = not (hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") or init_only)
+
+    def build(self, raw: dict[str, Any]) -> BaseEvent:
+        if not self.direct:
+            return self.cls(**raw)
+        if not self.required <= raw.keys():
+            raise _Undecodable(f"missing fields: {sorted(self.required - raw.keys())}")
+        event = object.__new__(self.cls)
+        values = event.__dict__
+        values.update(self.defaults)
+        for name, factory in self.factories:
+            if name not in raw:
+                values[name] = factory()
+        values.update(raw)
+        return event
 
 
 def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
