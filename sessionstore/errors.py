@@ -70,7 +70,10 @@ class StorageError(Exception):
 
 
 class EventEncodeError(StorageError, ValueError):
-    """An event holds a value the codec cannot store faithfully; nothing was written."""
+    """An event, or a session's context or title, holds a value that cannot be stored faithfully.
+
+    Raised before anything is written.
+    """
 
 
 class InvalidSessionIdError(StorageError, ValueError):
@@ -130,7 +133,7 @@ def from_sqlite(exc: BaseException, path: object) -> StorageError:
     elif "readonly" in text or "read-only" in text or "unable to open database file" in text:
         kind, hint = DatabaseReadOnlyError, "cannot be written here; check the permissions of the file and its folder"
     elif "disk is full" in text or "database or disk is full" in text:
-        kind, hint = DatabaseFullError, "is out of space; the write was rolled back"
+        kind, hint = DatabaseFullError, "is out of space; the write was rolled back: free some disk space and retry"
     elif "database is locked" in text or "database is busy" in text or "busy" in text:
         kind, hint = DatabaseBusyError, "stayed locked by another process for longer than the busy timeout"
     else:

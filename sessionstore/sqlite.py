@@ -26,17 +26,19 @@ How it keeps conversations safe:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
 import stat
-from collections import OrderedDict
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 from uuid import UUID
 
 from sqlalchemy import case, func, select
@@ -47,7 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from .codec import Codec, JsonCodec
-from .errors import InvalidSessionIdError, StorageError, from_sqlite
+from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
 from .events import BaseEvent
 from .migrate import prepare_database
 from .models import Event, Session, utc_text
@@ -85,13 +87,15 @@ _FIRST_USER_TEXT = (
 _MAX_BATCH = 256
 _CACHE_STREAMS = 256
 
-_ENSURE_SESSION = (
+_FIND_SESSION = "SELECT id, revision, updated_at FROM sessions WHERE session_id = ?"
+_NEW_SESSION = (
     "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,"
     " created_at, updated_at, released, revision)"
-    " VALUES (?, '.', '[]', '[]', '{}', NULL, ?, ?, 0, 0)"
-    " ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at"
-    " RETURNING id, revision"
+    " VALUES (?, '.', '[]', '[]', '{}', NULL, ?, ?, 0, 0) RETURNING id"
 )
+# updated_at is kept to within this much of the latest write: restamping it (and
+# its two indexes) on every event of a burst would double what each commit writes.
+_UPDATED_AT_SLACK = timedelta(seconds=1)
 _APPEND_EVENT = (
     "INSERT INTO events (session, position, type, payload, created_at)"
     " SELECT ?, COALESCE(MAX(position), -1) + 1, ?, ?, ? FROM events WHERE session = ?"
@@ -121,10 +125,29 @@ class _Cached:
     events: list[BaseEvent]
 
 
+_PENDING, _TAKEN, _CANCELLED = 0, 1, 2
+_UNSET: Any = object()
+
+
 @dataclass(slots=True)
 class _Job:
+    """One write waiting for the writer thread; ``state`` changes only under the storage's job lock."""
+
     work: Work[Any]
     future: asyncio.Future[Any]
+    state: int = _PENDING
+    outcome: Any = _UNSET
+
+
+def _deliver(jobs: Sequence[_Job]) -> None:
+    """Hand a committed transaction's outcomes to their callers (on the event loop)."""
+    for job in jobs:
+        if job.future.done():  # the caller was cancelled while its write committed
+            continue
+        if isinstance(job.outcome, BaseException):
+            job.future.set_exception(job.outcome)
+        else:
+            job.future.set_result(job.outcome)
 
 
 def _hex_id(stream_id: object) -> str:
@@ -137,8 +160,44 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _json(value: object, what: str) -> str:
+    # allow_nan=False: bare NaN is not JSON, and SQLite's JSON functions reject it.
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise EventEncodeError(f"cannot store the session's {what}: {exc}") from exc
+    return _text(text, what)
+
+
+def _text(value: str, what: str) -> str:
+    """``value`` if SQLite can store it as UTF-8 text; refused up front otherwise, before any write."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise EventEncodeError(
+                f"cannot store the session's {what}: it holds a lone surrogate {value[exc.start]!r}, which UTF-8"
+                " cannot encode (typical of a path os.fsdecode made from non-UTF-8 bytes); pass valid Unicode text"
+            ) from None
+    return value
+
+
+def _make_private_folders(folder: Path) -> None:
+    # One by one: Path.mkdir(parents=True) gives the parents it creates the
+    # default mode (0777 less the umask), not the mode asked for.
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
+def _record_hex(record: SessionRecord) -> str:
+    try:
+        return _hex_id(record.stream_id)
+    except ValueError:
+        raise InvalidSessionIdError(f"a session id must be 32 hex digits, got {record.session_id!r}") from None
 
 
 class SQLiteStorage:
@@ -177,11 +236,17 @@ class SQLiteStorage:
         self._reader: AsyncEngine | None = None
         self._write_thread: ThreadPoolExecutor | None = None
         self._write_conn: sqlite3.Connection | None = None
-        self._queue: asyncio.Queue[_Job | None] | None = None
-        self._lane: asyncio.Task[None] | None = None
+        self._pending: deque[_Job] = deque()
+        self._job_lock = threading.Lock()
+        # Set while no flush is queued or running on the writer thread (event-loop side).
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._guard: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
+        # Read by the event loop, updated by the writer thread after each commit.
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({str(self.path)!r}, synchronous={self.synchronous!r})"
@@ -199,29 +264,28 @@ class SQLiteStorage:
         """Open the file now rather than on first use (creating and migrating it if needed)."""
         await self._ready()
 
-    async def _ready(self) -> asyncio.Queue[_Job | None]:
+    async def _ready(self) -> ThreadPoolExecutor:
         loop = asyncio.get_running_loop()
-        if self._queue is not None and self._loop is loop:
-            return self._queue
+        if self._write_thread is not None and self._loop is loop:
+            return self._write_thread
         if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
             raise StorageError(f"{self} is in use by another event loop; use one SQLiteStorage per event loop")
         if self._opening is None or self._loop is not loop:
             self._opening = asyncio.Lock()
             self._loop = loop
-            self._queue = None
+            self._write_thread = None
         async with self._opening:
-            if self._queue is None:
+            if self._write_thread is None:
                 await asyncio.to_thread(self._prepare_file)
                 self._reader = self._engine(pool_size=self._read_pool_size)
                 self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="sessionstore-writer")
-                self._queue = asyncio.Queue()
-                self._lane = loop.create_task(self._run_lane(self._queue), name=f"sessionstore writer {self.path}")
-            return self._queue
+                self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.path}")
+            return self._write_thread
 
     def _prepare_file(self) -> None:
         if not self.path.exists():
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                _make_private_folders(self.path.parent)
                 # Created 0600 before SQLite touches it; SQLite gives the WAL and
                 # SHM files the same mode as the database.
                 fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR)
@@ -263,23 +327,32 @@ class SQLiteStorage:
 
     async def aclose(self) -> None:
         """Finish queued writes, stop the writer and close the file. Reopens on next use."""
-        queue, lane = self._queue, self._lane
-        if queue is None or lane is None:
-            return
+        guard = self._guard
+        self._guard = None
         if self._loop is asyncio.get_running_loop():
-            queue.put_nowait(None)  # the lane drains what is queued before it, then stops
-            await asyncio.shield(lane)
-        self._queue = None
-        self._lane = None
-        await self._dispose()
+            await self._dispose()
+        if guard is not None and not guard.done():
+            guard.cancel()
+
+    async def _close_with_loop(self) -> None:
+        # Waits for ever; cancelled when the loop shuts down with the storage
+        # still open (asyncio.run cancels every task), so the connections are
+        # closed on their own loop rather than by the garbage collector after it.
+        try:
+            await asyncio.Event().wait()
+        finally:
+            if self._guard is asyncio.current_task():
+                await self._dispose()
 
     async def _dispose(self) -> None:
+        await self._idle.wait()  # queued writes commit and their callers hear back first
         reader, writer = self._reader, self._write_thread
         self._reader = None
         self._write_thread = None
-        self._queue = None
-        self._cache.clear()
+        with self._cache_lock:
+            self._cache.clear()
         if writer is not None:
+            # Queued behind every flush already submitted: those writes finish first.
             await asyncio.get_running_loop().run_in_executor(writer, self._close_write_conn)
             writer.shutdown(wait=False)
         if reader is not None:
@@ -288,52 +361,75 @@ class SQLiteStorage:
     # -- the write lane ---------------------------------------------------------------
 
     async def _submit(self, work: Work[T]) -> T:
-        queue = await self._ready()
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        queue.put_nowait(_Job(work, future))
-        return await future
+        """Queue ``work``; return its result once the transaction holding it has committed.
 
-    async def _run_lane(self, queue: asyncio.Queue[_Job | None]) -> None:
+        Group commit: while the writer thread commits one transaction, the
+        writes that arrive queue up, and the next transaction takes them all.
+        The thread answers a whole transaction's callers with one call back
+        into the event loop, and the next transaction starts only after they
+        have run: the writes they queue in reply share it, and the thread's
+        Python code never competes with the loop's for the GIL.
+        """
+        writer = await self._ready()
+        loop = asyncio.get_running_loop()
+        job = _Job(work, loop.create_future())
+        with self._job_lock:
+            self._pending.append(job)
+        if self._idle.is_set():
+            self._idle.clear()
+            writer.submit(self._flush, loop)
         try:
-            await self._drain(queue)
-        finally:
-            # Also reached when the loop shuts down with the storage still open
-            # (asyncio.run cancels every task): the connections are closed here,
-            # on their own loop, rather than by the garbage collector after it.
-            await self._dispose()
+            return cast(T, await job.future)
+        except asyncio.CancelledError:
+            with self._job_lock:
+                if job.state == _PENDING:
+                    job.state = _CANCELLED  # not started: it will never be written
+            raise
 
-    async def _drain(self, queue: asyncio.Queue[_Job | None]) -> None:
-        stopping = False
-        while not stopping:
-            first = await queue.get()
-            batch: list[_Job] = []
-            item: _Job | None = first
-            while True:
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
-                if len(batch) >= _MAX_BATCH or queue.empty():
-                    break
-                item = queue.get_nowait()
-            # A caller cancelled before its write started gets nothing written.
-            live = [job for job in batch if not job.future.done()]
-            if not live:
-                continue
-            assert self._write_thread is not None
-            outcomes = await asyncio.get_running_loop().run_in_executor(self._write_thread, self._commit, live)
-            for job, outcome in zip(live, outcomes, strict=True):
+    # -- the writer thread ------------------------------------------------------------------
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Commit the queued jobs (at most ``_MAX_BATCH``) in one transaction and report back."""
+        jobs: list[_Job] = []
+        with self._job_lock:
+            while self._pending and len(jobs) < _MAX_BATCH:
+                job = self._pending.popleft()
+                if job.state == _PENDING:
+                    job.state = _TAKEN
+                    jobs.append(job)
+        try:
+            for job, outcome in zip(jobs, self._commit(jobs) if jobs else [], strict=True):
                 if isinstance(outcome, BaseException):
-                    if not job.future.done():
-                        job.future.set_exception(outcome)
+                    job.outcome = outcome
                     continue
                 result, after_commit = outcome
                 if after_commit is not None:
-                    after_commit()
-                if not job.future.done():
-                    job.future.set_result(result)
+                    # In commit order, so the cache follows the file.
+                    with self._cache_lock:
+                        after_commit()
+                job.outcome = result
+        except BaseException as exc:  # a bug here must fail the callers, never leave them waiting
+            for job in jobs:
+                if job.outcome is _UNSET:
+                    job.outcome = exc
+            raise
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+                loop.call_soon_threadsafe(self._delivered, jobs, loop)
 
-    # -- the writer thread ------------------------------------------------------------------
+    def _delivered(self, jobs: Sequence[_Job], loop: asyncio.AbstractEventLoop) -> None:
+        _deliver(jobs)
+        # Scheduled behind the wake-ups of the callers just answered, so the
+        # writes they queue in reply are there when the next flush starts.
+        loop.call_soon(self._next_flush, loop)
+
+    def _next_flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._job_lock:
+            more = bool(self._pending)
+        if more and self._write_thread is not None:
+            self._write_thread.submit(self._flush, loop)
+        else:
+            self._idle.set()
 
     def _connection(self) -> sqlite3.Connection:
         if self._write_conn is None:
@@ -370,8 +466,14 @@ class SQLiteStorage:
     # -- helpers run inside a write transaction ------------------------------------------
 
     @staticmethod
-    def _ensure_session(conn: sqlite3.Connection, sid: str, now: str) -> tuple[int, int]:
-        row = conn.execute(_ENSURE_SESSION, (sid, now, now)).fetchone()
+    def _ensure_session(conn: sqlite3.Connection, sid: str, now: datetime) -> tuple[int, int]:
+        """The session's (row id, revision), creating the row if needed and stamping ``updated_at``."""
+        row = conn.execute(_FIND_SESSION, (sid,)).fetchone()
+        stamp = utc_text(now)
+        if row is None:
+            return int(conn.execute(_NEW_SESSION, (sid, stamp, stamp)).fetchone()[0]), 0
+        if row[2] < utc_text(now - _UPDATED_AT_SLACK):
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, row[0]))
         return int(row[0]), int(row[1])
 
     def _cache_put(self, sid: str, entry: _Cached) -> None:
@@ -388,9 +490,9 @@ class SQLiteStorage:
         type_name, payload = self.codec.encode(event)  # a bad event fails here, before any write
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
-            now = utc_text(_now())
+            now = _now()
             row_id, revision = self._ensure_session(conn, sid, now)
-            conn.execute(_APPEND_EVENT, (row_id, type_name, payload, now, row_id))
+            conn.execute(_APPEND_EVENT, (row_id, type_name, payload, utc_text(now), row_id))
 
             def after_commit() -> None:
                 cached = self._cache.get(sid)
@@ -420,12 +522,14 @@ class SQLiteStorage:
         if not rows:
             return []
         row_id, revision = int(rows[0][0]), int(rows[0][1])
-        cached = self._cache.get(sid)
-        if cached is not None and cached.row_id == row_id and cached.revision == revision:
-            return list(cached.events)
+        with self._cache_lock:
+            cached = self._cache.get(sid)
+            if cached is not None and cached.row_id == row_id and cached.revision == revision:
+                return list(cached.events)
         decode = self.codec.decode
         events = [decode(type_name, payload) for _, _, type_name, payload in rows if type_name is not None]
-        self._cache_put(sid, _Cached(row_id, revision, list(events)))
+        with self._cache_lock:
+            self._cache_put(sid, _Cached(row_id, revision, list(events)))
         return events
 
     async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None:
@@ -435,9 +539,11 @@ class SQLiteStorage:
         encode = self.codec.encode
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
-            now = utc_text(_now())
-            row_id, revision = self._ensure_session(conn, sid, now)
-            cached = self._cache.get(sid)
+            now_dt = _now()
+            now = utc_text(now_dt)
+            row_id, revision = self._ensure_session(conn, sid, now_dt)
+            with self._cache_lock:
+                cached = self._cache.get(sid)
             keep = 0
             if cached is not None and cached.row_id == row_id and cached.revision == revision:
                 old = cached.events
@@ -491,14 +597,14 @@ class SQLiteStorage:
     # -- SessionCatalog -----------------------------------------------------------------------
 
     async def save_session(self, record: SessionRecord) -> None:
-        sid = _hex_id(record.stream_id)
+        sid = _record_hex(record)
         params = (
             sid,
-            record.cwd,
-            _json(list(record.additional_directories)),
-            _json(list(record.mcp_servers)),
-            _json(dict(record.meta)),
-            record.title,
+            _text(record.cwd, "cwd"),
+            _json(list(record.additional_directories), "additional_directories"),
+            _json(list(record.mcp_servers), "mcp_servers"),
+            _json(dict(record.meta), "meta"),
+            None if record.title is None else _text(record.title, "title"),
             utc_text(record.created_at),
             utc_text(record.updated_at),
             int(record.released),
@@ -533,6 +639,8 @@ class SQLiteStorage:
 
     async def set_title(self, stream_id: StreamId, title: str | None) -> None:
         sid = _hex_id(stream_id)
+        if title is not None:
+            _text(title, "title")
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
             conn.execute("UPDATE sessions SET title = ? WHERE session_id = ?", (title, sid))
