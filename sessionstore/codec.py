@@ -24,7 +24,7 @@ import dataclasses
 import json
 import math
 from datetime import date, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from uuid import UUID
 
 from .errors import EventEncodeError
@@ -117,10 +117,24 @@ _parse_tagged = json.JSONDecoder(object_hook=_object_hook).decode
 _parse_plain = json.JSONDecoder().decode
 
 
+# scan_once is set by JSONDecoder.__init__ (the C scanner) but not declared on the class.
+_scan_tagged = cast(Any, json.JSONDecoder(object_hook=_object_hook)).scan_once
+_scan_plain = cast(Any, json.JSONDecoder()).scan_once
+
+
 def _parse(payload: str) -> Any:
     # Every tag is an object key starting with "$": text without '"$' has none,
-    # and skips a Python call per object.
-    return _parse_tagged(payload) if '"$' in payload else _parse_plain(payload)
+    # and skips a Python call per object. The C scanner is called directly (it
+    # is what json.loads runs, minus two regex passes for surrounding white
+    # space); anything unusual goes through the full decoder for its error.
+    tagged = '"$' in payload
+    try:
+        value, end = (_scan_tagged if tagged else _scan_plain)(payload, 0)
+    except StopIteration:
+        end = -1
+    if end == len(payload):
+        return value
+    return _parse_tagged(payload) if tagged else _parse_plain(payload)
 
 
 def _hashable(key: Any) -> Any:
@@ -134,7 +148,7 @@ class JsonCodec:
 
     def __init__(self, types: EventTypes | None = None) -> None:
         self._types = types if types is not None else default_event_types
-        self._plans: dict[type[BaseEvent], _Plan] = {}
+        self._plans: dict[str, _Plan] = {}  # by type name
 
     @property
     def types(self) -> EventTypes:
@@ -171,16 +185,16 @@ class JsonCodec:
         return type_name, text
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
-        cls = self._types.lookup(type_name)
-        if cls is None:
-            return UnknownEvent(stored_type=type_name, payload=payload, reason="type name not registered")
+        plan = self._plans.get(type_name)
+        if plan is None:
+            cls = self._types.lookup(type_name)
+            if cls is None:  # not cached: the application may register it later
+                return UnknownEvent(stored_type=type_name, payload=payload, reason="type name not registered")
+            plan = self._plans[type_name] = _Plan(cls)
         try:
             raw = _parse(payload)
             if not isinstance(raw, dict):
                 raise _Undecodable("payload is not a JSON object")
-            plan = self._plans.get(cls)
-            if plan is None:
-                plan = self._plans[cls] = _Plan(cls)
             if not raw.keys() <= plan.names:
                 raise _Undecodable(f"fields not in {type_name}: {sorted(set(raw) - plan.names)}")
             return plan.build(raw)
