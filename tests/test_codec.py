@@ -195,3 +195,14 @@ def test_stored_data_never_chooses_what_is_imported(type_name: str, payload: str
         assert event.content == {"py/object": "subprocess.Popen"}
     else:
         assert isinstance(event, UnknownEvent)
+
+
+@pytest.mark.parametrize("payload", ['  {"content": "x"}  ', '{"content": "x"}\n', '\t{"content":"x"}'])
+def test_payloads_edited_with_white_space_still_decode(payload: str) -> None:
+    assert codec.decode("model_message", payload) == ModelMessage("x")
+
+
+@pytest.mark.parametrize("payload", ['{"content": "x"} {"content": "y"}', '{"content": "x"}]', '{"content": "x"'])
+def test_trailing_or_missing_text_is_not_silently_ignored(payload: str) -> None:
+    event = codec.decode("model_message", payload)
+    assert isinstance(event, UnknownEvent) and event.payload == payload
