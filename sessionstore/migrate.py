@@ -1,68 +1,385 @@
-"""Bring a database file to the schema this code expects, before first use.
+"""Bring a database file to the schema this code expects, and the commands that move it between revisions.
 
-Interim: until the Alembic migrations land, a new file is created straight
-from the models and stamped with the baseline revision; this module is the one
-place that knows how a schema comes to exist.
+The schema is versioned by Alembic (the scripts are ``migrations/`` in the
+repository, ``sessionstore/migrations/`` in the wheel). Opening a file:
+
+* at ``HEAD``: one query on ``alembic_version`` and nothing else; Alembic is
+  not imported (desktop apps pay for every import at start-up);
+* new (empty): built by running every revision, the same path as an upgrade,
+  so the test that compares migrated files with the models covers new files too;
+* older: upgraded before first use, in one ``BEGIN IMMEDIATE`` transaction on
+  the file itself. That transaction is the cross-process lock (a second
+  process waits for it, then finds the file at ``HEAD`` and does nothing), and
+  SQLite's DDL is transactional, so a failed migration rolls back whole. A
+  backup is taken first, under the same lock, beside the file (mode 0600);
+* at a revision this code does not know (a newer sessionstore wrote it):
+  refused with :class:`SchemaTooNewError`, after a read and nothing else.
+
+Migrations run on a plain synchronous connection: this runs in a worker thread
+(``SQLiteStorage`` calls it through ``asyncio.to_thread``), and SQLite's backup
+API, the lock and the migration must all share one connection, which a
+second event loop inside that thread would only complicate.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import stat
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection
+from sqlalchemy.pool import NullPool
 
-from .errors import SchemaTooNewError, from_sqlite
-from .models import TRIGGERS, Base
+from .errors import MigrationError, SchemaError, SchemaOutOfDateError, SchemaTooNewError, StorageError, from_sqlite
 
-__all__ = ["HEAD", "prepare_database"]
+if TYPE_CHECKING:
+    from alembic.script import ScriptDirectory
 
-HEAD = "0001"
+__all__ = [
+    "HEAD",
+    "current",
+    "downgrade",
+    "head",
+    "history",
+    "prepare_database",
+    "script_location",
+    "upgrade",
+]
+
+# The newest revision in migrations/versions. Kept here so that opening a file
+# at head needs no Alembic; a test fails if it falls behind the scripts.
+HEAD = "0002"
+
+UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
+
+# Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
+# around each run: two threads migrating two files at once would tear them.
+# (Two processes are kept apart by SQLite's lock, see _locked.)
+_ALEMBIC = threading.Lock()
+
+Direction = Literal["upgrade", "downgrade"]
 
 
-def _current_revision(conn: sqlite3.Connection) -> str | None:
-    has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'").fetchone()
-    if not has_table:
-        return None
-    row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-    return None if row is None else str(row[0])
+def script_location() -> Path:
+    """The Alembic script directory: inside the installed package, else the repository's ``migrations/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "migrations", here.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise SchemaError(f"the migration scripts are missing from this installation (looked in {here})")
 
 
-def _create_schema(conn: sqlite3.Connection) -> None:
-    dialect = sqlite_dialect.dialect()
-    for table in Base.metadata.sorted_tables:
-        conn.execute(str(CreateTable(table).compile(dialect=dialect)))
-        for index in table.indexes:
-            conn.execute(str(CreateIndex(index).compile(dialect=dialect)))
-    for ddl in TRIGGERS.values():
-        conn.execute(ddl)
-    conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
-    conn.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (HEAD,))
+# -- reading the revision (no Alembic) ----------------------------------------------------
 
 
-def prepare_database(path: Path, *, auto_upgrade: bool = True, busy_timeout: float = 30.0) -> None:
-    """Make ``path`` a database at ``HEAD``: create it, or leave it be."""
-    del auto_upgrade  # meaningful once there is more than one revision
+def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:
-        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+        return sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     except sqlite3.Error as exc:
         raise from_sqlite(exc, path) from exc
+
+
+def _read_revision(execute: Any, path: Path) -> tuple[str | None, bool]:
+    """``(revision, has_other_tables)``; reads only. ``execute`` is a DB-API style ``execute``."""
+    names = {str(row[0]) for row in execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+    populated = bool(names - {"alembic_version", "sqlite_sequence"})
+    if "alembic_version" not in names:
+        return None, populated
+    rows = execute("SELECT version_num FROM alembic_version").fetchall()
+    if len(rows) > 1:
+        heads = ", ".join(sorted(str(row[0]) for row in rows))
+        raise SchemaTooNewError(f"{path} records several schema revisions ({heads}); it is refused and left untouched")
+    return (str(rows[0][0]) if rows else None), populated
+
+
+def _ensure_wal(conn: sqlite3.Connection) -> None:
+    # Files built by the alembic command line start in rollback-journal mode.
+    if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+
+
+def _create_private(path: Path) -> None:
+    """Create ``path`` empty at mode 0600 if it does not exist: SQLite would use the umask."""
+    if path.exists():
+        if path.is_dir():
+            raise StorageError(f"{path} is a folder, not a database file")
+        return
     try:
-        if _current_revision(conn) == HEAD:
-            return
-        conn.execute("BEGIN IMMEDIATE")  # one process creates; the others wait, then see HEAD
-        revision = _current_revision(conn)
-        if revision is None:
-            _create_schema(conn)
-        elif revision != HEAD:
-            conn.execute("ROLLBACK")
-            raise SchemaTooNewError(f"{path} is at schema revision {revision!r}, unknown to this sessionstore")
-        conn.execute("COMMIT")
-        conn.execute("PRAGMA journal_mode=WAL")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
+    except OSError as exc:
+        raise from_sqlite(StorageError(f"unable to open database file: {exc.strerror}"), path) from exc
+
+
+def _existing(path: str | os.PathLike[str]) -> Path:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise StorageError(f"{file} does not exist (or is not a file)")
+    return file
+
+
+# -- Alembic (imported only from here down, and only when a file must change) -------------
+
+
+def _scripts(location: Path | None) -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(location or script_location()))
+
+
+def _known(scripts: ScriptDirectory, revision: str) -> bool:
+    return any(script.revision == revision for script in scripts.walk_revisions())
+
+
+def _order(scripts: ScriptDirectory) -> list[str]:
+    """Revision ids from base to head (the history is linear)."""
+    return [script.revision for script in reversed(list(scripts.walk_revisions()))]
+
+
+def _resolve(scripts: ScriptDirectory, revision: str) -> str | None:
+    """A revision argument (``head``, ``base`` or an id) as an id; ``None`` for base."""
+    if revision == "base":
+        return None
+    if revision == "head":
+        return _head_of(scripts)
+    if revision not in _order(scripts):
+        raise SchemaError(f"no schema revision {revision!r}; known: base, {', '.join(_order(scripts))}, head")
+    return revision
+
+
+def _head_of(scripts: ScriptDirectory) -> str:
+    heads = scripts.get_heads()
+    if len(heads) != 1:
+        raise SchemaError(f"the migration scripts have {len(heads)} heads ({', '.join(heads)}); expected one")
+    return heads[0]
+
+
+def _too_new(path: Path, revision: str) -> SchemaTooNewError:
+    return SchemaTooNewError(
+        f"{path} is at schema revision {revision!r}, which this sessionstore does not know (it was probably "
+        "written by a newer version); it is refused and left untouched. Upgrade sessionstore to open it."
+    )
+
+
+@contextlib.contextmanager
+def _locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
+    """A connection inside ``BEGIN IMMEDIATE``: the migration lock, held until the block ends.
+
+    The caller commits; leaving the block any other way rolls back.
+    """
+    engine = create_engine(f"sqlite:///{path}", poolclass=NullPool, connect_args={"timeout": busy_timeout})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None  # transactions are begun below, not by the driver
+        # Off: batch mode rebuilds tables by drop-and-rename, and with it on,
+        # dropping ``sessions`` would cascade-delete every event.
+        dbapi_connection.execute("PRAGMA foreign_keys = OFF")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    try:
+        with engine.connect() as conn:
+            conn.begin()
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction():
+                    conn.rollback()
+    finally:
+        engine.dispose()
+
+
+def _backup(path: Path, revision: str, busy_timeout: float) -> Path:
+    """Copy the database beside itself, consistent (taken under the write lock) and private (0600)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = path.with_name(f"{path.name}.bak-{revision}-{stamp}")
+    target, number = base, 1
+    while True:
+        try:
+            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
+            break
+        except FileExistsError:
+            number += 1
+            target = base.with_name(f"{base.name}-{number}")
+    try:
+        # Read through a second connection: SQLite's backup API cannot read from
+        # the connection that holds the write transaction. Nothing has been
+        # written yet, so what it reads is what was committed.
+        with contextlib.closing(sqlite3.connect(path, timeout=busy_timeout)) as source:
+            with contextlib.closing(sqlite3.connect(target)) as copy:
+                source.backup(copy)
+        with open(target, "rb") as handle:
+            os.fsync(handle.fileno())
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except (sqlite3.Error, OSError) as exc:
+        target.unlink(missing_ok=True)
+        raise from_sqlite(exc, target) from exc
+    return target
+
+
+def _migrate(
+    path: Path, revision: str, direction: Direction, *, busy_timeout: float, scripts: ScriptDirectory
+) -> Path | None:
+    """Move ``path`` to ``revision`` under the lock, after a backup; the backup's path, if one was made."""
+    from alembic import command
+    from alembic.config import Config
+
+    target = _resolve(scripts, revision)
+    order = [None, *_order(scripts)]
+    try:
+        with _locked(path, busy_timeout) as conn:
+            found, populated = _read_revision(conn.exec_driver_sql, path)
+            if found is not None and found not in order:
+                raise _too_new(path, found)
+            if found is None and populated:
+                raise SchemaError(
+                    f"{path} has tables but no sessionstore schema revision: not a sessionstore database; "
+                    "it was left untouched"
+                )
+            if found == target:
+                return None  # already there (perhaps another process just migrated it)
+            ahead = order.index(found) > order.index(target)
+            if ahead != (direction == "downgrade"):
+                hint = "downgrade" if ahead else "upgrade"
+                raise SchemaError(f"{path} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
+            backup = _backup(path, found, busy_timeout) if found is not None else None
+            config = Config()
+            config.set_main_option("script_location", scripts.dir)
+            config.attributes["connection"] = conn
+            try:
+                with _ALEMBIC:
+                    if direction == "upgrade":
+                        command.upgrade(config, target or "base")
+                    else:
+                        command.downgrade(config, target or "base")
+                broken = conn.exec_driver_sql("PRAGMA foreign_key_check").first()
+                if broken is not None:
+                    raise MigrationError(f"the migration left a row that breaks a foreign key: {tuple(broken)}")
+                conn.commit()
+            except Exception as exc:
+                conn.rollback()
+                where = f"; a backup taken before it is at {backup}" if backup else ""
+                raise MigrationError(
+                    f"{direction} of {path} from {found or 'base'} to {target or 'base'} failed and was rolled "
+                    f"back: the file is as it was{where} ({type(exc).__name__}: {exc})"
+                ) from exc
+            return backup
+    except StorageError:
+        raise
     except sqlite3.Error as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        raise from_sqlite(exc, path) from exc
+    except Exception as exc:
+        orig = getattr(exc, "orig", None)
+        if isinstance(orig, sqlite3.Error):
+            raise from_sqlite(orig, path) from exc
+        raise
+
+
+# -- the entry points -----------------------------------------------------------------------
+
+
+def prepare_database(
+    path: Path, *, auto_upgrade: bool = True, busy_timeout: float = 30.0, scripts: Path | None = None
+) -> None:
+    """Make ``path`` a database at the head revision before first use (see the module docstring).
+
+    ``scripts`` points at another Alembic script directory (tests use it to add
+    a revision); the fast path is for this package's own ``HEAD`` only.
+    """
+    path = Path(path).expanduser()
+    _create_private(path)
+    conn = _connect(path, busy_timeout)
+    try:
+        revision, populated = _read_revision(conn.execute, path)
+        if revision == HEAD and scripts is None:
+            _ensure_wal(conn)
+            return
+    except sqlite3.Error as exc:
         raise from_sqlite(exc, path) from exc
     finally:
         conn.close()
+
+    directory = _scripts(scripts)
+    head_revision = _head_of(directory)
+    if revision is not None and not _known(directory, revision):
+        raise _too_new(path, revision)
+    if revision is None and populated:
+        raise SchemaError(
+            f"{path} has tables but no sessionstore schema revision: it is not a sessionstore database "
+            "(or its alembic_version table was emptied); it was left untouched"
+        )
+    if revision is not None and revision != head_revision and not auto_upgrade:
+        raise SchemaOutOfDateError(
+            f"{path} is at schema revision {revision}, older than this sessionstore's {head_revision}, and "
+            f"auto-upgrade is off; upgrade it with: {UPGRADE_COMMAND.format(path=path)}"
+        )
+    if revision != head_revision:
+        _migrate(path, "head", "upgrade", busy_timeout=busy_timeout, scripts=directory)
+    with contextlib.closing(_connect(path, busy_timeout)) as conn:
+        try:
+            _ensure_wal(conn)
+        except sqlite3.Error as exc:
+            raise from_sqlite(exc, path) from exc
+
+
+def upgrade(
+    path: str | os.PathLike[str], revision: str = "head", *, busy_timeout: float = 30.0, scripts: Path | None = None
+) -> str | None:
+    """Upgrade (or create) the file to ``revision``; returns the backup's path if a backup was made."""
+    file = Path(path).expanduser()
+    _create_private(file)
+    backup = _migrate(file, revision, "upgrade", busy_timeout=busy_timeout, scripts=_scripts(scripts))
+    with contextlib.closing(_connect(file, busy_timeout)) as conn:
+        try:
+            _ensure_wal(conn)
+        except sqlite3.Error as exc:
+            raise from_sqlite(exc, file) from exc
+    return None if backup is None else str(backup)
+
+
+def downgrade(
+    path: str | os.PathLike[str], revision: str, *, busy_timeout: float = 30.0, scripts: Path | None = None
+) -> str | None:
+    """Downgrade the file to ``revision`` (``base`` drops everything); returns the backup's path."""
+    backup = _migrate(_existing(path), revision, "downgrade", busy_timeout=busy_timeout, scripts=_scripts(scripts))
+    return None if backup is None else str(backup)
+
+
+def current(path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> str | None:
+    """The file's recorded revision (``None`` for a file with none); reads only."""
+    file = _existing(path)
+    with contextlib.closing(_connect(file, busy_timeout)) as conn:
+        try:
+            return _read_revision(conn.execute, file)[0]
+        except sqlite3.Error as exc:
+            raise from_sqlite(exc, file) from exc
+
+
+def history(*, scripts: Path | None = None) -> list[tuple[str, str | None, str]]:
+    """Every revision, newest first: ``(revision, down_revision, message)``."""
+    out: list[tuple[str, str | None, str]] = []
+    for script in _scripts(scripts).walk_revisions():
+        down = script.down_revision
+        if isinstance(down, Sequence) and not isinstance(down, str):
+            down = ",".join(down)
+        out.append((script.revision, down, script.doc))
+    return out
+
+
+def head(*, scripts: Path | None = None) -> str:
+    """The newest revision the scripts know."""
+    return _head_of(_scripts(scripts))

@@ -1,0 +1,1 @@
+"""Alembic script directory; a package only so that the wheel carries it as ``sessionstore.migrations``."""

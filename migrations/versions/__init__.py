@@ -1,0 +1,1 @@
+"""Revisions, one file each, in order; released ones are never edited."""

@@ -1,0 +1,118 @@
+"""Realistic conversations, written as plain SQL at any revision's schema.
+
+Deterministic (seeded), so a failure reproduces. Messages are 300-1000 bytes of
+prose and code-ish words; every event type appears, plus an event type the
+package does not know and a payload hand-edited into invalid JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sqlite3
+import uuid
+from pathlib import Path
+
+WORDS = (
+    "the a to of and in is it that for on with as this be are not was by at from or have an you can if will but "
+    "file test build error function value return import module class string list dict config path line run fix "
+    "check update change write read open close session event message model user agent tool call result output "
+    "input parse format date time zone fixture expects failure passed failed assert raise exception traceback "
+    "database table index query column row schema migration upgrade version commit branch merge release deploy "
+    "server client request response header status timeout retry cache memory disk thread process async await "
+    "because when then there which would should could about into over after before while where what how why "
+    "please thanks sure here let me look see think try again done works now also just only first next last"
+).split()
+
+
+# Zipf-like: common words often, rare ones sometimes.
+_WEIGHTS = [1 / (rank + 8) for rank in range(len(WORDS))]
+
+
+def _identifier(rng: random.Random) -> str:
+    head = rng.choice(("parse", "load", "save", "get", "set", "test", "run", "make", "check", "read"))
+    tail = rng.choice(("dates", "config", "items", "user", "path", "rows", "schema", "events", "cache", "index"))
+    return f"{head}_{tail}_{rng.randrange(1000):03d}"
+
+
+def prose(rng: random.Random, low: int = 300, high: int = 1000) -> str:
+    target = rng.randint(low, high)
+    parts: list[str] = []
+    size = 0
+    while size < target:
+        word = _identifier(rng) if rng.random() < 0.08 else rng.choices(WORDS, weights=_WEIGHTS)[0]
+        parts.append(word)
+        size += len(word) + 1
+    text = " ".join(parts)
+    return text[:1].upper() + text[1:] + "."
+
+
+def conversation(rng: random.Random, turns: int) -> list[tuple[str, str]]:
+    """``(type, payload)`` rows of one session: every event type, several turns."""
+    dump = json.dumps
+    rows: list[tuple[str, str]] = [
+        ("system_message", dump({"content": "You are a careful coding agent. " + prose(rng)}))
+    ]
+    for turn in range(turns):
+        rows.append(("user_message", dump({"content": prose(rng)})))
+        call_id = f"call_{turn}_{rng.randrange(10**6)}"
+        arguments = {"cmd": f"pytest -x tests/test_{_identifier(rng)}.py", "timeout": rng.randint(5, 120)}
+        rows.append(("tool_call", dump({"call_id": call_id, "name": "run", "arguments": arguments})))
+        if turn % 3 == 2:
+            content: object = {"exit": 1, "stdout": prose(rng, 200, 600), "files": [_identifier(rng) + ".py"]}
+        else:
+            content = prose(rng)
+        rows.append(("tool_result", dump({"call_id": call_id, "content": content, "is_error": turn % 4 == 3})))
+        rows.append(("model_message", dump({"content": prose(rng), "metadata": {"tokens": rng.randint(50, 900)}})))
+    return rows
+
+
+def fill(conn: sqlite3.Connection, *, sessions: int = 4, turns: int = 3, seed: int = 7) -> None:
+    """Write ``sessions`` sessions at the 0001 schema (unchanged through head so far)."""
+    rng = random.Random(seed)
+    for number in range(sessions):
+        stamp = f"2026-11-{10 + number:02d} 09:{number:02d}:00.{number:06d}"
+        title = None if number % 2 else f"Session {number}: why is the build red?"
+        cur = conn.execute(
+            "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,"
+            " created_at, updated_at, released, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            (
+                uuid.UUID(int=rng.getrandbits(128)).hex,
+                f"/home/me/project{number % 2}",
+                json.dumps([f"/home/me/lib{number}"]),
+                json.dumps([{"name": "files", "command": "mcp-files"}]),
+                json.dumps({"client": "zed", "n": number}),
+                title,
+                stamp,
+                stamp,
+                number % 2,
+            ),
+        )
+        session = cur.lastrowid
+        rows = conversation(rng, turns)
+        if number == 0:
+            rows.append(("myapp.handoff", json.dumps({"to_agent": "reviewer", "content": "handoff note"})))
+            rows.append(("model_message", '{"content": "hand-edited and broken'))  # invalid JSON on purpose
+            rows.append(("tool_result", json.dumps({"call_id": "x", "content": True})))
+        conn.executemany(
+            "INSERT INTO events (session, position, type, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+            [(session, position, kind, payload, stamp) for position, (kind, payload) in enumerate(rows)],
+        )
+
+
+# How to fill a file at each revision. The upgrade test builds every revision
+# with its filler; a revision without one fails that test until it has one.
+FILLERS = {"0001": fill, "0002": fill}
+
+
+def snapshot(conn: sqlite3.Connection) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of the models' tables, in a stable order."""
+    return {
+        "sessions": conn.execute("SELECT * FROM sessions ORDER BY id").fetchall(),
+        "events": conn.execute("SELECT * FROM events ORDER BY id").fetchall(),
+    }
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

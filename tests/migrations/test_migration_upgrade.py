@@ -1,0 +1,257 @@
+"""Opening an older, newer or foreign file: upgraded with every row intact, or refused untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from migration_data import FILLERS, sha256, snapshot
+
+from sessionstore import (
+    MigrationError,
+    SchemaError,
+    SchemaOutOfDateError,
+    SchemaTooNewError,
+    SQLiteStorage,
+    migrate,
+)
+
+REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]
+Build = Callable[[str], Path]
+
+
+def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return snapshot(conn)
+
+
+def backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f"{path.name}.bak-*"))
+
+
+def test_every_revision_has_a_filler() -> None:
+    assert set(REVISIONS) <= set(FILLERS), "add a filler for the new revision to migration_data.FILLERS"
+
+
+@pytest.mark.parametrize("revision", REVISIONS[:-1])
+async def test_a_file_at_every_older_revision_upgrades_on_open_with_every_row_intact(
+    built: Build, revision: str
+) -> None:
+    path = built(revision)
+    before = rows_of(path)
+    assert len(before["sessions"]) == 4 and len(before["events"]) > 50
+
+    async with SQLiteStorage(path) as storage:
+        listed = await storage.list_sessions()
+    assert len(listed.sessions) == 4
+
+    assert migrate.current(path) == migrate.HEAD
+    assert rows_of(path) == before
+    (backup,) = backups(path)
+    assert backup.name.startswith(f"{path.name}.bak-{revision}-")
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    assert migrate.current(backup) == revision and rows_of(backup) == before
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # the new objects see the old rows
+        assert conn.execute("SELECT count(*) FROM transcript").fetchone() == (len(before["events"]),)
+        assert conn.execute("SELECT sum(events) FROM session_overview").fetchone() == (len(before["events"]),)
+        hits = conn.execute(
+            "SELECT e.type FROM events_fts JOIN events e ON e.id = events_fts.rowid WHERE events_fts MATCH 'handoff'"
+        ).fetchall()
+        assert hits == [("myapp.handoff",)]
+        conn.execute("INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_a_populated_file_goes_down_to_base_and_back_up(built: Build) -> None:
+    path = built(migrate.HEAD)
+    before = rows_of(path)
+    for revision in reversed(REVISIONS[:-1]):  # down one revision at a time: the rows stay
+        backup = migrate.downgrade(path, revision)
+        assert backup is not None and Path(backup).exists()
+        assert migrate.current(path) == revision
+        assert rows_of(path) == before
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE '%fts%'")}
+        assert names == set()  # 0002's views, triggers and FTS tables are gone with it
+
+    backup = migrate.downgrade(path, "base")
+    assert backup is not None and rows_of(Path(backup)) == before  # base drops the data; the backup keeps it
+    assert migrate.current(path) is None
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        left = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    assert left <= {"alembic_version", "sqlite_sequence"}
+
+    assert migrate.upgrade(path) is None  # nothing to back up in an empty file
+    assert migrate.current(path) == migrate.HEAD
+    assert rows_of(path) == {"sessions": [], "events": []}
+
+
+def test_a_failing_revision_leaves_the_file_and_its_backup_intact(built: Build, tmp_path: Path) -> None:
+    scripts = tmp_path / "scripts"
+    shutil.copytree(migrate.script_location(), scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    (scripts / "versions" / "9000_boom.py").write_text(
+        textwrap.dedent(
+            f'''
+            """a revision that fails halfway, on purpose"""
+            from alembic import op
+
+            revision = "9000"
+            down_revision = "{migrate.HEAD}"
+            branch_labels = None
+            depends_on = None
+
+
+            def upgrade() -> None:
+                op.execute("CREATE TABLE scratch (x INTEGER)")
+                op.execute("UPDATE events SET payload = '{{}}'")
+                op.execute("DELETE FROM sessions WHERE id = 1")
+                raise RuntimeError("boom")
+
+
+            def downgrade() -> None:
+                pass
+            '''
+        )
+    )
+    path = built("0001")
+    before, original = rows_of(path), sha256(path)
+
+    with pytest.raises(MigrationError) as caught:
+        migrate.prepare_database(path, scripts=scripts)
+
+    (backup,) = backups(path)
+    assert str(backup) in str(caught.value) and "boom" in str(caught.value)
+    assert sha256(path) == original  # every revision of the run rolled back, 0002's too
+    assert migrate.current(path) == "0001" and rows_of(path) == before
+    assert migrate.current(backup) == "0001" and rows_of(backup) == before
+    with contextlib.closing(sqlite3.connect(backup)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def _listing(folder: Path) -> dict[str, str]:
+    return {entry.name: sha256(entry) for entry in folder.iterdir() if entry.is_file()}
+
+
+async def test_a_file_from_a_newer_version_is_refused_byte_for_byte_untouched(built: Build) -> None:
+    path = built(migrate.HEAD)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '7f3e9a2c'")
+        conn.commit()
+    before = _listing(path.parent)
+    assert set(before) == {path.name}  # no -wal or -shm left from writing it
+
+    with pytest.raises(SchemaTooNewError, match="7f3e9a2c"):
+        migrate.prepare_database(path)
+    with pytest.raises(SchemaTooNewError, match="newer"):
+        async with SQLiteStorage(path):
+            pass
+    with pytest.raises(SchemaTooNewError):
+        migrate.upgrade(path)
+    assert _listing(path.parent) == before
+
+
+async def test_an_older_file_is_refused_untouched_when_auto_upgrade_is_off(built: Build) -> None:
+    path = built("0001")
+    before = _listing(path.parent)
+    with pytest.raises(SchemaOutOfDateError) as caught:
+        async with SQLiteStorage(path, auto_upgrade=False):
+            pass
+    assert f"sessionstore db upgrade --db {path}" in str(caught.value)
+    assert _listing(path.parent) == before
+
+    new = path.parent / "new.db"  # a new file is still created: nothing to upgrade
+    async with SQLiteStorage(new, auto_upgrade=False) as storage:
+        await storage.list_sessions()
+    assert migrate.current(new) == migrate.HEAD
+
+
+def test_a_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.commit()
+    before = _listing(tmp_path)
+    with pytest.raises(SchemaError, match="not a sessionstore database"):
+        migrate.prepare_database(path)
+    assert _listing(tmp_path) == before
+
+
+_OPEN = """
+import asyncio, sys
+from sessionstore import SQLiteStorage
+
+async def main() -> None:
+    async with SQLiteStorage(sys.argv[1]) as storage:
+        await storage.list_sessions()
+
+asyncio.run(main())
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("alembic", "mako")))
+"""
+
+
+def test_opening_a_file_at_head_does_not_import_alembic(built: Build) -> None:
+    at_head, old = built(migrate.HEAD, "head.db"), built("0001", "old.db")
+
+    def imported(path: Path) -> str:
+        done = subprocess.run([sys.executable, "-c", _OPEN, str(path)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert imported(at_head) == "[]"
+    assert "'alembic'" in imported(old)  # the probe sees an import when there is one
+
+
+_RACER = """
+import sys, time
+from pathlib import Path
+import alembic.command  # loaded before the start line, so neither process has a head start
+from sessionstore.migrate import prepare_database
+
+print("ready", flush=True)
+go = Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.001)
+prepare_database(Path(sys.argv[1]))
+print("done", flush=True)
+"""
+
+
+def test_two_processes_opening_an_old_file_at_once_migrate_it_once(built: Build, tmp_path: Path) -> None:
+    path = built("0001")
+    before = rows_of(path)
+    go = tmp_path / "go"
+    racers = [
+        subprocess.Popen([sys.executable, "-c", _RACER, str(path), str(go)], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    try:
+        for racer in racers:
+            assert racer.stdout is not None and racer.stdout.readline().strip() == "ready"
+        go.touch()
+        outputs = [racer.communicate(timeout=60)[0] for racer in racers]
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+    assert [racer.returncode for racer in racers] == [0, 0]
+    assert all(output.strip() == "done" for output in outputs)
+    assert len(backups(path)) == 1
+    assert migrate.current(path) == migrate.HEAD and rows_of(path) == before
+
+
+async def test_two_storages_in_one_process_migrate_their_files_at_once(built: Build, tmp_path: Path) -> None:
+    # Alembic keeps process-wide state while it runs; two files opened together must not tear it.
+    old = [built("0001", f"old{number}.db") for number in range(3)]
+    new = [tmp_path / f"new{number}.db" for number in range(3)]
+    storages = [SQLiteStorage(path) for path in [*old, *new]]
+    await asyncio.gather(*(storage.open() for storage in storages))
+    await asyncio.gather(*(storage.aclose() for storage in storages))
+    assert [migrate.current(path) for path in [*old, *new]] == [migrate.HEAD] * 6
