@@ -1,0 +1,480 @@
+"""``sessionstore``: inspect and operate a database from the shell.
+
+A thin layer over :mod:`sessionstore.maintenance` (argparse only, no other
+dependency). Every mistake a person can make (an unknown or ambiguous id, a
+missing file, a file that is not a database, a bad export) ends in one line on
+stderr and exit code 1; usage errors exit 2, as argparse does. Never imported by
+``import sessionstore``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn, TextIO, TypeVar
+
+from . import maintenance as m
+from .errors import StorageError
+
+T = TypeVar("T")
+PROG = "sessionstore"
+SHORT_ID = 12
+
+
+class UserError(Exception):
+    """A mistake to report in one line, without a traceback."""
+
+
+def default_db_path() -> Path:
+    """``$SESSIONSTORE_DB``, else ``sessionstore/sessions.db`` in the platform's user data folder."""
+    env = os.environ.get("SESSIONSTORE_DB")
+    return Path(env).expanduser() if env else platform_db_path()
+
+
+def platform_db_path() -> Path:
+    """``sessionstore/sessions.db`` in the user data folder (XDG on Linux); no platformdirs needed for one path."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "sessionstore" / "sessions.db"
+
+
+# -- output helpers -------------------------------------------------------------------------------
+
+
+def _local(when: datetime) -> str:
+    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        print("  ".join(cells).rstrip())
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+class Progress:
+    """``verb done/total`` on one line of a terminal; silent when stderr is not one (pipes, logs, tests)."""
+
+    def __init__(self, verb: str, stream: TextIO | None = None) -> None:
+        self.verb = verb
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty()
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return  # a terminal line per session would cost more than the work
+        self._last = now
+        self._shown = True
+        self.stream.write(f"\r{self.verb} {done}/{total} sessions")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# -- rendering a transcript ---------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+_ROLES = {
+    "user_message": "user",
+    "model_message": "assistant",
+    "system_message": "system",
+    "tool_call": "tool call",
+    "tool_result": "tool result",
+}
+
+
+def render_event(event: m.StoredEvent) -> tuple[str, str]:
+    """(who, what) for one stored event; an event this version does not know shows its type name."""
+    try:
+        payload: Any = json.loads(event.payload)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        return event.type, event.payload
+    kind = event.type
+    if kind in ("user_message", "model_message", "system_message") and "content" in payload:
+        return _ROLES[kind], _text(payload["content"])
+    if kind == "tool_call" and "name" in payload:
+        args = payload.get("arguments") or {}
+        shown = (
+            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+            if isinstance(args, dict)
+            else _text(args)
+        )
+        return "tool call", f"{payload['name']}({shown})  [{payload.get('call_id', '?')}]"
+    if kind == "tool_result":
+        who = "tool error" if payload.get("is_error") else "tool result"
+        return who, f"[{payload.get('call_id', '?')}] {_text(payload.get('content'))}"
+    return kind, json.dumps(payload, ensure_ascii=False)
+
+
+def print_transcript(summary: m.SessionSummary, events: Sequence[m.StoredEvent]) -> None:
+    state = "released" if summary.released else "held by a registry (or its process ended without letting go)"
+    print(f"session  {summary.session_id}")
+    print(f"title    {summary.title or '(none)'}")
+    print(f"cwd      {summary.cwd}")
+    print(f"created  {_local(summary.created_at)}   updated {_local(summary.updated_at)}   {state}")
+    print(f"events   {summary.events}")
+    if not events:
+        return
+    print()
+    rendered = [(event, *render_event(event)) for event in events]
+    width = max(len(who) for _, who, _ in rendered)
+    indent = " " * (19 + 2 + width + 2)
+    for event, who, what in rendered:
+        lines = what.splitlines() or [""]
+        print(f"{_local(event.created_at)}  {who.ljust(width)}  {lines[0]}".rstrip())
+        for line in lines[1:]:
+            print(f"{indent}{line}".rstrip())
+
+
+# -- commands -----------------------------------------------------------------------------------------
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    sessions = _run(m.list_sessions(args.db, cwd=args.cwd, limit=args.limit))
+    if args.json:
+        _print_json([s.to_json() for s in sessions])
+        return 0
+    if not sessions:
+        print("no sessions" + (f" in {args.cwd}" if args.cwd else ""), file=sys.stderr)
+        return 0
+    rows = [["ID", "UPDATED", "EVENTS", "CWD", "TITLE"]]
+    rows += [
+        [s.session_id[:SHORT_ID], _local(s.updated_at)[:16], str(s.events), s.cwd, s.title or ""] for s in sessions
+    ]
+    _table(rows, right=(2,))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    summary, events = _run(m.read_session(args.db, args.id))
+    if args.json:
+        _print_json({"session": summary.to_json(), "events": [e.to_json() for e in events]})
+    else:
+        print_transcript(summary, events)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if bool(args.ids) == args.all:
+        raise UserError("give session ids to export, or --all")
+    progress = Progress("exporting")
+    out: Any = args.output if args.output not in (None, "-") else sys.stdout
+    try:
+        count = _run(m.export_jsonl(args.db, out, None if args.all else args.ids, progress=progress))
+    finally:
+        progress.finish()
+    if out is not sys.stdout:
+        print(f"exported {count} session{'s' * (count != 1)} to {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    progress = Progress("importing")
+    try:
+        result = _run(m.import_jsonl(args.db, args.file, replace=args.replace, progress=progress))
+    finally:
+        progress.finish()
+    print(
+        f"imported {result.added} new, {result.replaced} replaced, {result.unchanged} already present"
+        f" ({result.events} events) into {args.db}"
+    )
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    for sid in _run(m.delete_sessions(args.db, args.ids)):
+        print(f"deleted {sid}")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    progress = Progress("pruning")
+    try:
+        doomed = _run(m.prune(args.db, args.older_than, dry_run=not args.yes, progress=progress))
+    finally:
+        progress.finish()
+    verb = "deleted" if args.yes else "would delete"
+    noun = f"{len(doomed)} released session{'s' * (len(doomed) != 1)}"
+    if not doomed:
+        print(f"nothing to prune: no released session older than {args.older_than_text}")
+        return 0
+    print(f"{verb} {noun} not updated for {args.older_than_text}:")
+    for s in doomed:
+        print(
+            f"  {s.session_id[:SHORT_ID]}  {_local(s.updated_at)[:16]}  {s.events:>5} events  {s.title or ''}".rstrip()
+        )
+    if not args.yes:
+        print("run again with --yes to delete them")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    text = " ".join(args.text)
+    try:
+        hits = _run(m.search(args.db, text, raw=args.fts, limit=args.limit))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if args.json:
+        _print_json([h.to_json() for h in hits])
+        return 0 if hits else 1
+    if not hits:
+        print(f"{PROG}: nothing matches {text!r}", file=sys.stderr)
+        return 1
+    by_session: dict[str, list[m.SearchHit]] = {}
+    for hit in hits:  # best hit first; a session's hits together under it
+        by_session.setdefault(hit.session_id, []).append(hit)
+    for sid, group in by_session.items():
+        print(f"{sid[:SHORT_ID]}  {group[0].title or '(untitled)'}")
+        for hit in group:
+            snippet = " ".join(hit.snippet.split())
+            print(f"    #{hit.position} {_ROLES.get(hit.type, hit.type)}: {snippet}")
+    return 0
+
+
+def cmd_title(args: argparse.Namespace) -> int:
+    if args.clear == (args.text is not None):
+        raise UserError("give the new title, or --clear")
+    title = None if args.clear else " ".join(args.text.split())
+    if title == "":
+        raise UserError("a title cannot be empty (use --clear to remove it)")
+    sid = _run(m.set_title(args.db, args.id, title))
+    print(f"{sid}: {'title cleared' if title is None else f'title set to {title!r}'}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    result = _run(m.stats(args.db))
+    if args.json:
+        _print_json(result.to_json())
+        return 0
+    print(f"file      {result.path}")
+    wal = f" (+ {_size(result.wal_size)} write-ahead log)" if result.wal_size else ""
+    print(f"size      {_size(result.file_size)}{wal}")
+    print(f"revision  {result.revision} (this sessionstore: {result.head})")
+    print(f"sessions  {result.sessions} ({result.released} released)")
+    print(f"events    {result.events}")
+    for name, count in result.event_types.items():
+        print(f"  {name:<20} {count:>8}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    report = _run(m.check(args.db))
+    if args.json:
+        _print_json(report.to_json())
+        return 0 if report.ok else 1
+    integrity = "ok" if report.integrity == ["ok"] else "; ".join(report.integrity[:10])
+    print(f"integrity     {integrity}")
+    print(f"foreign keys  {'ok' if not report.foreign_keys else '; '.join(report.foreign_keys[:10])}")
+    behind = "ok" if report.revision == report.head else f"expected {report.head}: run `{PROG} db upgrade`"
+    print(f"revision      {report.revision} ({behind})")
+    print("ok" if report.ok else "NOT OK")
+    return 0 if report.ok else 1
+
+
+def _existing(path: Path) -> Path:
+    if not path.exists():
+        raise m.DatabaseNotFoundError(f"{path}: no such database file")
+    return path
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    # Alembic is loaded by these functions only when they need it: no other command pays for it.
+    from . import migrate
+
+    action = args.db_command
+    if action == "history":
+        head = migrate.head()
+        for revision, down, description in migrate.history():
+            marker = " (head)" if revision == head else ""
+            print(f"{down or 'base'} -> {revision}{marker}: {description}")
+        return 0
+    path = _existing(args.db)
+    before = migrate.current(path) or "base"
+    if action == "current":
+        head = migrate.head()
+        print(f"{before} ({'head' if before == head else f'head is {head}: run `{PROG} db upgrade`'})")
+        return 0
+    if action == "upgrade":
+        backup = migrate.upgrade(path, args.revision)
+    else:
+        backup = migrate.downgrade(path, args.revision)
+    after = migrate.current(path) or "base"
+    if after == before:
+        print(f"{path} is already at {after}")
+    else:
+        print(f"{action}d {path} from {before} to {after}" + (f"; backup at {backup}" if backup else ""))
+    return 0
+
+
+# -- argument parsing ---------------------------------------------------------------------------------
+
+
+def _age(text: str) -> Any:
+    try:
+        return m.parse_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    db_help = f"the database file (default: $SESSIONSTORE_DB, else {platform_db_path()})"
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect and operate a sessionstore database. Ids may be given as any unique prefix.",
+    )
+    parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
+    # --db is accepted after the command too (`sessionstore list --db x.db`), as people type it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command("list", cmd_list, "list sessions, newest first")
+    p.add_argument("--cwd", help="only sessions with this working directory")
+    p.add_argument("-n", "--limit", type=_positive, help="at most this many")
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+    p = command("show", cmd_show, "show a session's transcript")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--json", action="store_true", help="JSON output (payloads as objects)")
+
+    p = command("export", cmd_export, "export sessions as JSON Lines (lossless)")
+    p.add_argument("ids", nargs="*", metavar="ID", help="session ids or unique prefixes")
+    p.add_argument("--all", action="store_true", help="every session")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (whole or not at all); default stdout")
+
+    p = command("import", cmd_import, "import a JSON Lines export (one transaction; idempotent)")
+    p.add_argument("file", type=Path, help="the export file")
+    p.add_argument("--replace", action="store_true", help="replace stored sessions whose events differ")
+
+    p = command("delete", cmd_delete, "delete sessions and their events")
+    p.add_argument("ids", nargs="+", metavar="ID", help="session ids or unique prefixes")
+
+    p = command("prune", cmd_prune, "delete released sessions not updated for a while")
+    p.add_argument("--older-than", required=True, type=_age, metavar="AGE", help="e.g. 30d, 12h, 2w (s, m, h, d, w)")
+    p.add_argument("--yes", action="store_true", help="delete (without it, only show what would go)")
+
+    p = command("search", cmd_search, "full-text search over message text")
+    p.add_argument("text", nargs="+", help="words to find (all of them)")
+    p.add_argument("--fts", action="store_true", help="TEXT is FTS5 syntax (AND, OR, NOT, prefix*)")
+    p.add_argument("-n", "--limit", type=_positive, default=20, help="at most this many hits (default 20)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+    p = command("title", cmd_title, "set or clear a session's title")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("text", nargs="?", help="the new title")
+    p.add_argument("--clear", action="store_true", help="remove the stored title (a derived one shows instead)")
+
+    p = command("stats", cmd_stats, "counts, file size and schema revision")
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+    p = command("check", cmd_check, "integrity and foreign-key checks, schema revision")
+    p.add_argument("--json", action="store_true", help="JSON output")
+
+    p = command("db", cmd_db, "schema migrations")
+    db = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    up = db.add_parser("upgrade", parents=[common], help="upgrade the schema (a backup is kept beside the file)")
+    up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
+    down = db.add_parser("downgrade", parents=[common], help="downgrade the schema to REVISION")
+    down.add_argument("revision", help="target revision")
+    db.add_parser("current", parents=[common], help="the file's schema revision")
+    db.add_parser("history", parents=[common], help="every revision this sessionstore knows")
+    return parser
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.db = (args.db or default_db_path()).expanduser()
+    if args.command == "prune":
+        args.older_than_text = _age_text(args.older_than)
+    try:
+        code: int = args.handler(args)
+    except (StorageError, UserError) as exc:
+        _fail(str(exc))
+    except BrokenPipeError:
+        # `sessionstore list | head`: the reader left, which is no error. Point stdout
+        # at devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:
+        _fail(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; nothing half-written was kept", file=sys.stderr)
+        return 130
+    return code
+
+
+def _age_text(delta: Any) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
