@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 from uuid import UUID
 
-from sqlalchemy import case, func, select
+from sqlalchemy import JSON, Text, case, func, select, type_coerce
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DBAPIError
@@ -75,6 +75,11 @@ AfterCommit = Callable[[], None] | None
 Work = Callable[[sqlite3.Connection], tuple[T, AfterCommit]]
 
 _SESSIONS = Session.__table__
+# JSON columns read as text, decoded row by row (see _json_column).
+_SESSION_COLUMNS = [
+    type_coerce(column, Text).label(column.name) if isinstance(column.type, JSON) else column
+    for column in _SESSIONS.columns
+]
 # A session with no title is listed under its first user message. Guarded by
 # json_valid: a row edited by hand into bad JSON must not break the listing.
 _FIRST_USER_TEXT = (
@@ -99,6 +104,12 @@ _UPDATED_AT_SLACK = timedelta(seconds=1)
 _APPEND_EVENT = (
     "INSERT INTO events (session, position, type, payload, created_at)"
     " SELECT ?, COALESCE(MAX(position), -1) + 1, ?, ?, ? FROM events WHERE session = ?"
+)
+# The same read, for a history holding text that is not UTF-8 (edited by hand):
+# bytes come back as they are and are decoded row by row.
+_READ_HISTORY_BYTES = (
+    "SELECT s.id, s.revision, CAST(e.type AS BLOB), CAST(e.payload AS BLOB) FROM sessions AS s"
+    " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = ? ORDER BY e.position"
 )
 _INSERT_EVENT = "INSERT INTO events (session, position, type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
 _READ_HISTORY = (
@@ -148,6 +159,48 @@ def _deliver(jobs: Sequence[_Job]) -> None:
             job.future.set_exception(job.outcome)
         else:
             job.future.set_result(job.outcome)
+
+
+def _is_bad_utf8(exc: sqlite3.Error) -> bool:
+    return "decode to utf-8" in str(exc).lower()
+
+
+def _texts(type_name: bytes | None, payload: bytes | None) -> tuple[str | None, str | None]:
+    """Row bytes as text. Bytes that are not UTF-8 are replaced (U+FFFD), so that
+    row decodes to an UnknownEvent instead of hiding the whole history."""
+    if type_name is None or payload is None:
+        return None, None
+    return type_name.decode("utf-8", "replace"), payload.decode("utf-8", "replace")
+
+
+def _stored_events(conn: sqlite3.Connection, row_id: int) -> list[tuple[str, str]]:
+    """A session's (type, payload) rows in order, as the writer compares them."""
+    query = "SELECT type, payload FROM events WHERE session = ? ORDER BY position"
+    try:
+        return [(str(t), str(p)) for t, p in conn.execute(query, (row_id,)).fetchall()]
+    except sqlite3.OperationalError as exc:
+        if not _is_bad_utf8(exc):
+            raise
+        blobs = "SELECT CAST(type AS BLOB), CAST(payload AS BLOB) FROM events WHERE session = ? ORDER BY position"
+        return [(str(t), str(p)) for t, p in (_texts(*row) for row in conn.execute(blobs, (row_id,)).fetchall())]
+
+
+_UNREADABLE = "sessionstore.unreadable"
+J = TypeVar("J", dict[str, Any], list[Any])
+
+
+def _json_column(text: str | None, kind: type[J], name: str, unreadable: dict[str, str]) -> J:
+    """A JSON column's value. A value edited by hand into something else is kept,
+    as text, under ``meta["sessionstore.unreadable"][name]``, rather than failing
+    the whole listing."""
+    try:
+        value = json.loads(text) if text is not None else kind()
+    except ValueError:
+        value = None
+    if isinstance(value, kind):
+        return value
+    unreadable[name] = str(text)
+    return kind()
 
 
 def _hex_id(stream_id: object) -> str:
@@ -211,6 +264,8 @@ class SQLiteStorage:
     power loss for every acknowledged write; ``NORMAL`` survives a process crash
     but may lose the last transactions on power loss. ``busy_timeout`` is how
     long (seconds) a write waits for another process's write lock.
+    ``max_pages`` caps the file's size in pages (SQLite's ``max_page_count``):
+    a write past it fails whole with :class:`~sessionstore.DatabaseFullError`.
     """
 
     def __init__(
@@ -222,11 +277,15 @@ class SQLiteStorage:
         codec: Codec | None = None,
         auto_upgrade: bool = True,
         read_pool_size: int = 4,
+        max_pages: int | None = None,
     ) -> None:
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
         if busy_timeout < 0:
             raise ValueError(f"busy_timeout must not be negative, got {busy_timeout}")
+        if max_pages is not None and max_pages < 1:
+            raise ValueError(f"max_pages must be positive when set, got {max_pages}")
+        self.max_pages = max_pages
         self.path = Path(path).expanduser()
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
@@ -301,6 +360,7 @@ class SQLiteStorage:
             "PRAGMA foreign_keys = ON",
             f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}",
             f"PRAGMA synchronous = {self.synchronous}",
+            *(() if self.max_pages is None else (f"PRAGMA max_page_count = {int(self.max_pages)}",)),
         )
 
     def _engine(self, *, pool_size: int) -> AsyncEngine:
@@ -341,7 +401,11 @@ class SQLiteStorage:
         try:
             await asyncio.Event().wait()
         finally:
-            if self._guard is asyncio.current_task():
+            try:
+                current = asyncio.current_task()
+            except RuntimeError:  # collected after its loop stopped: nothing left to close on
+                current = None
+            if current is not None and self._guard is current:
                 await self._dispose()
 
     async def _dispose(self) -> None:
@@ -516,7 +580,13 @@ class SQLiteStorage:
                 raw = await conn.get_raw_connection()
                 driver = raw.driver_connection
                 assert driver is not None
-                rows = await driver.execute_fetchall(_READ_HISTORY, (sid,))
+                try:
+                    rows = await driver.execute_fetchall(_READ_HISTORY, (sid,))
+                except sqlite3.OperationalError as exc:
+                    if not _is_bad_utf8(exc):
+                        raise
+                    raw_rows = await driver.execute_fetchall(_READ_HISTORY_BYTES, (sid,))
+                    rows = [(row_id, rev, *_texts(t, p)) for row_id, rev, t, p in raw_rows]
         except (DBAPIError, sqlite3.Error) as exc:
             raise from_sqlite(exc, self.path) from exc
         if not rows:
@@ -558,8 +628,7 @@ class SQLiteStorage:
                 while keep < limit and (new[keep] is old[keep] or encode(new[keep]) == encode(old[keep])):
                     keep += 1
             else:
-                result = conn.execute("SELECT type, payload FROM events WHERE session = ? ORDER BY position", (row_id,))
-                stored = [(str(t), str(p)) for t, p in result.fetchall()]
+                stored = _stored_events(conn, row_id)
                 stored_count = len(stored)
                 limit = min(stored_count, len(new))
                 while keep < limit and encode(new[keep]) == stored[keep]:
@@ -618,7 +687,7 @@ class SQLiteStorage:
 
     async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
         sid = _hex_id(stream_id)
-        rows = await self._select_sessions(select(_SESSIONS).where(_SESSIONS.c.session_id == sid))
+        rows = await self._select_sessions(select(*_SESSION_COLUMNS).where(_SESSIONS.c.session_id == sid))
         return rows[0] if rows else None
 
     async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
@@ -654,7 +723,7 @@ class SQLiteStorage:
         """Sessions newest first (``updated_at``, then id), ``limit`` at a time."""
         check_limit(limit)
         columns = _SESSIONS.c
-        query = select(_SESSIONS).order_by(columns.updated_at.desc(), columns.session_id.desc())
+        query = select(*_SESSION_COLUMNS).order_by(columns.updated_at.desc(), columns.session_id.desc())
         if cwd is not None:
             query = query.where(columns.cwd == cwd)
         if cursor is not None:
@@ -676,17 +745,25 @@ class SQLiteStorage:
                 rows = (await conn.execute(query)).all()
         except (DBAPIError, sqlite3.Error) as exc:
             raise from_sqlite(exc, self.path) from exc
-        return [
-            SessionRecord(
-                session_id=row.session_id,
-                cwd=row.cwd,
-                additional_directories=list(row.additional_directories),
-                mcp_servers=list(row.mcp_servers),
-                meta=dict(row.meta),
-                title=row.title if row.title is not None or not derive_titles else shorten_title(row.first_user_text),
-                created_at=row.created_at,
-                updated_at=row.updated_at,
-                released=bool(row.released),
+        records = []
+        for row in rows:
+            unreadable: dict[str, str] = {}
+            meta = _json_column(row.meta, dict, "meta", unreadable)
+            records.append(
+                SessionRecord(
+                    session_id=row.session_id,
+                    cwd=row.cwd,
+                    additional_directories=_json_column(
+                        row.additional_directories, list, "additional_directories", unreadable
+                    ),
+                    mcp_servers=_json_column(row.mcp_servers, list, "mcp_servers", unreadable),
+                    meta={**meta, **({_UNREADABLE: unreadable} if unreadable else {})},
+                    title=row.title
+                    if row.title is not None or not derive_titles
+                    else shorten_title(row.first_user_text),
+                    created_at=row.created_at,
+                    updated_at=row.updated_at,
+                    released=bool(row.released),
+                )
             )
-            for row in rows
-        ]
+        return records

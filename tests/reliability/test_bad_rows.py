@@ -101,7 +101,6 @@ async def test_a_hand_deleted_row_leaves_a_gap_that_appends_respect(tmp_path: Pa
     assert sqlite3_shell(db, "SELECT max(position) FROM events;") == "11"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: text that is not UTF-8 fails the whole read (see the report)")
 async def test_payload_that_is_not_utf8_does_not_hide_the_rest(tmp_path: Path) -> None:
     db = tmp_path / "bytes.db"
     async with SQLiteStorage(db) as storage:
@@ -112,7 +111,6 @@ async def test_payload_that_is_not_utf8_does_not_hide_the_rest(tmp_path: Path) -
     assert isinstance(history[0], UnknownEvent) and history[1] == UserMessage("two")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: one session row with bad JSON breaks list_sessions (see the report)")
 async def test_session_row_with_bad_json_does_not_hide_the_others(tmp_path: Path) -> None:
     db = tmp_path / "meta.db"
     async with SQLiteStorage(db) as storage:

@@ -341,3 +341,20 @@ async def test_a_new_process_lists_and_resumes_what_an_exited_one_wrote(db: Path
             assert history == [UserMessage(f"question {i}"), ModelMessage(f"answer {i}")]
         explicit, _ = await SessionStore(storage=storage).get_or_adopt(UUID(hex=ids[0]), cwd="/given")
         assert explicit.cwd == "/given" and explicit.meta == {"n": 0}  # context given explicitly wins
+
+
+async def test_a_page_cap_fails_the_write_whole_and_the_storage_carries_on(db: Path) -> None:
+    from sessionstore import DatabaseFullError
+
+    stream_id = uuid4()
+    async with SQLiteStorage(db) as storage:
+        await storage.save_event(ModelMessage("small"), EventContext.for_stream(stream_id))
+    pages = int(rows(db, "PRAGMA page_count")[0][0])  # type: ignore[call-overload]
+    async with SQLiteStorage(db, max_pages=pages + 2) as capped:
+        with pytest.raises(DatabaseFullError, match="out of space"):
+            await capped.set_history(stream_id, [ModelMessage("x" * 100_000)])
+        assert await capped.get_history(stream_id) == [ModelMessage("small")]
+        await capped.save_event(ModelMessage("fits"), EventContext.for_stream(stream_id))
+        assert len(await capped.get_history(stream_id)) == 2
+    with pytest.raises(ValueError, match="max_pages"):
+        SQLiteStorage(db, max_pages=0)
