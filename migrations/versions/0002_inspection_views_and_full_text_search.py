@@ -14,7 +14,9 @@ The FTS table is *external content* over ``transcript`` (so ``snippet()`` and
 ``detail=none``: per 1,000 realistic events it adds about 0.2x the JSON's size
 where ``detail=full`` adds 0.5x, keeping a file within 1.5x its JSON. The price
 is no phrase or NEAR queries; terms, prefixes and AND/OR/NOT work. ``_`` is a
-token character, so ``parse_dates`` is one term, not a phrase.
+token character, so ``parse_dates`` is one term, not a phrase. ``columnsize=0``
+keeps no per-row size table: ranking re-reads a matching row's text instead,
+and each commit writes one page less (5.3 instead of 6.3 for one event).
 
 Payloads may have been hand-edited into invalid JSON: every ``json_extract`` is
 guarded by ``json_valid`` (the raw text is used instead), so neither the views
@@ -92,7 +94,7 @@ FROM (
 
 EVENTS_FTS = (
     "CREATE VIRTUAL TABLE events_fts USING fts5("
-    "text, content='transcript', content_rowid='event_id', detail='none',"
+    "text, content='transcript', content_rowid='event_id', detail='none', columnsize=0,"
     " tokenize=\"unicode61 remove_diacritics 2 tokenchars '_'\")"
 )
 

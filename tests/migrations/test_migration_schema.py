@@ -78,7 +78,6 @@ def test_a_new_file_is_built_at_head_with_no_drift_from_the_models(tmp_path: Pat
         "events_fts",
         "events_fts_data",
         "events_fts_idx",
-        "events_fts_docsize",
         "events_fts_config",
         "events_fts_insert",
         "events_fts_update",
@@ -194,7 +193,6 @@ async def test_fts_follows_every_change_made_through_the_storage_and_by_hand(tmp
         await storage.drop_history(sid)
     assert search("quokka") == [] and search("leap") == []
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT count(*) FROM events_fts_docsize").fetchone() == (0,)
         conn.execute("INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 1)")
 
 
