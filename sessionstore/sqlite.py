@@ -336,7 +336,16 @@ class SQLiteStorage:
         async with self._opening:
             if self._write_thread is None:
                 await asyncio.to_thread(self._prepare_file)
-                self._reader = self._engine(pool_size=self._read_pool_size)
+                reader = self._engine(pool_size=self._read_pool_size)
+                try:
+                    # One reader connection now, so the first read does not pay
+                    # for starting its thread and connecting.
+                    async with reader.connect() as conn:
+                        await conn.exec_driver_sql("SELECT 1")
+                except (DBAPIError, sqlite3.Error) as exc:
+                    await reader.dispose()
+                    raise from_sqlite(exc, self.path) from exc
+                self._reader = reader
                 self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="sessionstore-writer")
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.path}")
             return self._write_thread
