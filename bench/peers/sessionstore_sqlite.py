@@ -1,0 +1,65 @@
+"""sessionstore's SQLiteStorage, through its public API only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid5
+
+from sessionstore import EventContext, ModelMessage, SQLiteStorage, ToolCall, ToolResult, UserMessage
+
+from . import Adapter
+
+NS = UUID("6f1c1f9e-0000-4000-8000-000000000000")
+
+
+def to_events(events: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for e in events:
+        if e.kind == "user":
+            out.append(UserMessage(e.data["content"]))
+        elif e.kind == "model":
+            out.append(ModelMessage(e.data["content"]))
+        elif e.kind == "tool_call":
+            out.append(ToolCall(e.data["call_id"], e.data["name"], dict(e.data["arguments"])))
+        else:
+            out.append(ToolResult(e.data["call_id"], e.data["content"]))
+    return out
+
+
+class Store(Adapter):
+    key = "sessionstore"
+    durability = "WAL, synchronous=FULL (default); each save_event returns once committed"
+
+    def convert(self, events: list[Any]) -> list[Any]:
+        return to_events(events)
+
+    async def open(self, path: Path) -> None:
+        self.storage = SQLiteStorage(path)
+        await self.storage.open()
+
+    async def close(self) -> None:
+        await self.storage.aclose()
+
+    async def append(self, key: str, event: Any) -> None:
+        await self.storage.save_event(event, EventContext.for_stream(uuid5(NS, key)))
+
+    async def load(self, key: str, events: list[Any]) -> None:
+        await self.storage.set_history(uuid5(NS, key), events)
+
+    async def read(self, key: str) -> list[Any]:
+        return await self.storage.get_history(uuid5(NS, key))
+
+    async def replace(self, key: str, events: list[Any]) -> None:
+        await self.storage.set_history(uuid5(NS, key), events)
+
+    def cold_start_code(self, path: Path, key: str) -> str:
+        return f"""
+import asyncio, uuid
+from sessionstore import SQLiteStorage
+async def main():
+    async with SQLiteStorage({str(path)!r}) as storage:
+        events = await storage.get_history(uuid.uuid5(uuid.UUID({str(NS)!r}), {key!r}))
+    assert events
+asyncio.run(main())
+"""
