@@ -28,6 +28,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -99,10 +100,24 @@ def _read_revision(execute: Any, path: Path) -> tuple[str | None, bool]:
     return (str(rows[0][0]) if rows else None), populated
 
 
-def _ensure_wal(conn: sqlite3.Connection) -> None:
-    # Files built by the alembic command line start in rollback-journal mode.
-    if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-        conn.execute("PRAGMA journal_mode = WAL")
+def _ensure_wal(conn: sqlite3.Connection, busy_timeout: float = 30.0) -> None:
+    """Switch the file to WAL if it is not already (files built by the alembic command line start without).
+
+    The switch needs the file to itself, and SQLite answers "database is locked"
+    at once, without waiting in its busy handler, while another process has it
+    open in rollback mode (several processes creating one new file at the same
+    moment): so wait here, up to the busy timeout, until one of them has switched it.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 def _create_private(path: Path) -> None:
@@ -306,7 +321,7 @@ def prepare_database(
     try:
         revision, populated = _read_revision(conn.execute, path)
         if revision == HEAD and scripts is None:
-            _ensure_wal(conn)
+            _ensure_wal(conn, busy_timeout)
             return
     except sqlite3.Error as exc:
         raise from_sqlite(exc, path) from exc
@@ -331,7 +346,7 @@ def prepare_database(
         _migrate(path, "head", "upgrade", busy_timeout=busy_timeout, scripts=directory)
     with contextlib.closing(_connect(path, busy_timeout)) as conn:
         try:
-            _ensure_wal(conn)
+            _ensure_wal(conn, busy_timeout)
         except sqlite3.Error as exc:
             raise from_sqlite(exc, path) from exc
 
@@ -345,7 +360,7 @@ def upgrade(
     backup = _migrate(file, revision, "upgrade", busy_timeout=busy_timeout, scripts=_scripts(scripts))
     with contextlib.closing(_connect(file, busy_timeout)) as conn:
         try:
-            _ensure_wal(conn)
+            _ensure_wal(conn, busy_timeout)
         except sqlite3.Error as exc:
             raise from_sqlite(exc, file) from exc
     return None if backup is None else str(backup)
