@@ -120,6 +120,17 @@ def _ensure_wal(conn: sqlite3.Connection, busy_timeout: float = 30.0) -> None:
             pause = min(pause * 2, 0.05)
 
 
+def _make_private_folders(folder: Path) -> None:
+    # One by one: Path.mkdir(parents=True) gives the parents it creates the
+    # default mode (0777 less the umask), not the mode asked for.
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
 def _create_private(path: Path) -> None:
     """Create ``path`` empty at mode 0600 if it does not exist: SQLite would use the umask."""
     if path.exists():
@@ -127,7 +138,9 @@ def _create_private(path: Path) -> None:
             raise StorageError(f"{path} is a folder, not a database file")
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _make_private_folders(path.parent)
+        # Created 0600 before SQLite touches it; SQLite gives the WAL and SHM
+        # files the same mode as the database.
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
     except OSError as exc:
         raise from_sqlite(StorageError(f"unable to open database file: {exc.strerror}"), path) from exc

@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import stat
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
@@ -235,17 +234,6 @@ def _text(value: str, what: str) -> str:
     return value
 
 
-def _make_private_folders(folder: Path) -> None:
-    # One by one: Path.mkdir(parents=True) gives the parents it creates the
-    # default mode (0777 less the umask), not the mode asked for.
-    missing: list[Path] = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        path.mkdir(mode=0o700, exist_ok=True)
-
-
 def _record_hex(record: SessionRecord) -> str:
     try:
         return _hex_id(record.stream_id)
@@ -351,17 +339,7 @@ class SQLiteStorage:
             return self._write_thread
 
     def _prepare_file(self) -> None:
-        if not self.path.exists():
-            try:
-                _make_private_folders(self.path.parent)
-                # Created 0600 before SQLite touches it; SQLite gives the WAL and
-                # SHM files the same mode as the database.
-                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR)
-                os.close(fd)
-            except OSError as exc:
-                raise from_sqlite(StorageError(f"unable to open database file: {exc.strerror}"), self.path) from exc
-        elif self.path.is_dir():
-            raise StorageError(f"{self.path} is a folder, not a database file")
+        # Creates the file (0600, in private folders) if needed, and brings it to the current schema.
         prepare_database(self.path, auto_upgrade=self.auto_upgrade, busy_timeout=self.busy_timeout)
 
     def _pragmas(self) -> tuple[str, ...]:
