@@ -149,6 +149,7 @@ class JsonCodec:
     def __init__(self, types: EventTypes | None = None) -> None:
         self._types = types if types is not None else default_event_types
         self._plans: dict[str, _Plan] = {}  # by type name
+        self._layouts: dict[type[BaseEvent], tuple[str, list[tuple[str, Any]]]] = {}
 
     @property
     def types(self) -> EventTypes:
@@ -161,27 +162,31 @@ class JsonCodec:
             return event.stored_type, event.payload
         if not isinstance(event, BaseEvent):
             raise EventEncodeError(f"not an event: {type(event).__name__} (subclass sessionstore.BaseEvent)")
-        type_name = self.types.name_of(type(event))
-        if type_name is None:
-            raise EventEncodeError(
-                f"{type(event).__qualname__} has no registered type name: declare it with "
-                f"class {type(event).__name__}(BaseEvent, type_name='...')"
-            )
+        cls = type(event)
+        layout = self._layouts.get(cls)
+        if layout is None:
+            type_name = self.types.name_of(cls)
+            if type_name is None:
+                raise EventEncodeError(
+                    f"{cls.__qualname__} has no registered type name: declare it with "
+                    f"class {cls.__name__}(BaseEvent, type_name='...')"
+                )
+            layout = self._layouts[cls] = (type_name, _layout(cls))
+        type_name, fields_layout = layout
         fields: dict[str, Any] = {}
-        # The event's own fields first, metadata last: rows read better that way.
-        for f in sorted(dataclasses.fields(event), key=lambda f: f.name == "metadata"):
-            value = getattr(event, f.name)
-            if _is_default(f, value):
+        for name, default in fields_layout:
+            value = getattr(event, name)
+            if default is not _NO_DEFAULT and type(value) is type(default) and value == default:
                 continue  # smaller rows; decoding restores the default
-            fields[f.name] = _encode_value(value, f.name)
-        text = json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            fields[name] = _encode_value(value, name)
+        text = _dumps(fields)
         if not text.isascii():
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
                 # Lone surrogates cannot be stored as UTF-8 text; \u escapes can,
                 # and json.loads gives the same string back.
-                text = json.dumps(fields, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+                text = _dumps_ascii(fields)
         return type_name, text
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
@@ -239,10 +244,24 @@ class _Plan:
         return event
 
 
-def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
-    if f.default is not dataclasses.MISSING:
-        return type(value) is type(f.default) and bool(value == f.default)
-    if f.default_factory is not dataclasses.MISSING:
-        empty = f.default_factory()
-        return type(value) is type(empty) and bool(value == empty)
-    return False
+_NO_DEFAULT: Any = object()
+# Factories whose result is the same empty value every time, so a field equal to
+# it can be left out of the payload and rebuilt on decoding.
+_PURE_FACTORIES: tuple[Any, ...] = (dict, list, tuple, str, set, frozenset)
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
+
+
+def _layout(cls: type[BaseEvent]) -> list[tuple[str, Any]]:
+    """(field name, default to leave out) in payload order: the event's own fields first,
+    metadata last (rows read better that way)."""
+    out = []
+    for f in sorted(dataclasses.fields(cls), key=lambda f: f.name == "metadata"):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory in _PURE_FACTORIES:
+            default = cast(Any, f.default_factory)()
+        else:
+            default = _NO_DEFAULT
+        out.append((f.name, default))
+    return out

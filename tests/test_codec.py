@@ -206,3 +206,18 @@ def test_payloads_edited_with_white_space_still_decode(payload: str) -> None:
 def test_trailing_or_missing_text_is_not_silently_ignored(payload: str) -> None:
     event = codec.decode("model_message", payload)
     assert isinstance(event, UnknownEvent) and event.payload == payload
+
+
+def test_only_pure_defaults_are_left_out_of_the_payload() -> None:
+    """A default made fresh on every call (a new id) must be stored, or decoding would make another."""
+
+    @dataclass(frozen=True)
+    class Stamped(BaseEvent, type_name="tests.stamped"):
+        text: str = ""
+        tags: list[str] = field(default_factory=list)
+        ident: object = field(default_factory=uuid4)
+
+    event = Stamped()
+    type_name, payload = codec.encode(event)
+    assert json.loads(payload) == {"ident": {"$uuid": str(event.ident)}}
+    assert codec.decode(type_name, payload) == event
