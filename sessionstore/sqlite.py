@@ -6,12 +6,12 @@ How it keeps conversations safe:
   Every write transaction starts with ``BEGIN IMMEDIATE``, so two processes
   queue for the write lock (bounded by the busy timeout) instead of failing
   with "database is locked" when a read transaction tries to become a write.
-* All writes of one storage go through one writer (the *write lane*): a task
-  that hands whole transactions to one dedicated thread holding the write
-  connection, so a transaction costs one thread hop, not one per statement.
-  Writes that arrive while a transaction is committing are committed together
-  in the next one (group commit), and each caller gets its answer only once
-  its rows are committed: durability per call, at a fraction of the fsyncs.
+* All writes of one storage go through one writer (the *write lane*): one
+  dedicated thread holding the write connection runs whole transactions, so a
+  transaction costs one thread hop, not one per statement. Writes that arrive
+  while a transaction is committing are committed together in the next one
+  (group commit), and each caller gets its answer only once its rows are
+  committed: durability per call, at a fraction of the fsyncs.
   Reads go through SQLAlchemy's async engine (aiosqlite) and never wait for
   the writer: WAL readers see the last committed state.
 * A write is whole or absent. A caller cancelled before its write starts has
@@ -104,15 +104,15 @@ _APPEND_EVENT = (
     "INSERT INTO events (session, position, type, payload, created_at)"
     " SELECT ?, COALESCE(MAX(position), -1) + 1, ?, ?, ? FROM events WHERE session = ?"
 )
+_INSERT_EVENT = "INSERT INTO events (session, position, type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
+_READ_HISTORY = (
+    "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s"
+    " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = ? ORDER BY e.position"
+)
 # The same read, for a history holding text that is not UTF-8 (edited by hand):
 # bytes come back as they are and are decoded row by row.
 _READ_HISTORY_BYTES = (
     "SELECT s.id, s.revision, CAST(e.type AS BLOB), CAST(e.payload AS BLOB) FROM sessions AS s"
-    " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = ? ORDER BY e.position"
-)
-_INSERT_EVENT = "INSERT INTO events (session, position, type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
-_READ_HISTORY = (
-    "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s"
     " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = ? ORDER BY e.position"
 )
 _UPSERT_SESSION = (
@@ -318,9 +318,15 @@ class SQLiteStorage:
         if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
             raise StorageError(f"{self} is in use by another event loop; use one SQLiteStorage per event loop")
         if self._opening is None or self._loop is not loop:
+            # First use, or the loop it was opened on has closed (asyncio.run
+            # called again): start over on this loop. What belonged to the old
+            # one was closed with it (see _close_with_loop).
             self._opening = asyncio.Lock()
             self._loop = loop
             self._write_thread = None
+            self._reader = None
+            self._idle = asyncio.Event()
+            self._idle.set()
         async with self._opening:
             if self._write_thread is None:
                 await asyncio.to_thread(self._prepare_file)

@@ -358,3 +358,21 @@ async def test_a_page_cap_fails_the_write_whole_and_the_storage_carries_on(db: P
         assert len(await capped.get_history(stream_id)) == 2
     with pytest.raises(ValueError, match="max_pages"):
         SQLiteStorage(db, max_pages=0)
+
+
+def test_one_storage_object_serves_consecutive_event_loops(db: Path) -> None:
+    """A CLI or a test calls asyncio.run more than once with the same storage object."""
+    storage = SQLiteStorage(db)
+    stream_id = uuid4()
+
+    async def write(text: str) -> None:
+        await storage.save_event(ModelMessage(text), EventContext.for_stream(stream_id))  # no aclose
+
+    asyncio.run(write("first loop"))
+    asyncio.run(write("second loop"))
+
+    async def read() -> list[object]:
+        async with storage:
+            return list(await storage.get_history(stream_id))
+
+    assert asyncio.run(read()) == [ModelMessage("first loop"), ModelMessage("second loop")]
