@@ -40,6 +40,7 @@ from .errors import NotADatabaseError, SchemaError, StorageError, from_sqlite
 from .migrate import HEAD
 from .models import utc_text
 from .sqlite import SQLiteStorage
+from .storage import shorten_title
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -79,7 +80,6 @@ T = TypeVar("T")
 
 EXPORT_FORMAT = "sessionstore-export"
 EXPORT_VERSION = 1
-TITLE_LENGTH = 80
 
 
 class DatabaseNotFoundError(StorageError):
@@ -232,20 +232,8 @@ class CheckReport:
 # -- small pure helpers ----------------------------------------------------------------------
 
 
-def derive_title(text: str | None, length: int = TITLE_LENGTH) -> str | None:
-    """A title from a message: whitespace collapsed, cut at a word to ``length`` characters."""
-    if text is None:
-        return None
-    flat = " ".join(text.split())
-    if not flat:
-        return None
-    if len(flat) <= length:
-        return flat
-    cut = flat[: length - 1]
-    space = cut.rfind(" ")
-    if space > length // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"
+# The same rule the storage lists untitled sessions under.
+derive_title = shorten_title
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

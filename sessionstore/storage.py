@@ -153,14 +153,20 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 TITLE_LENGTH = 80
 
 
-def shorten_title(text: object) -> str | None:
-    """A title made from a first user message: one line, at most ``TITLE_LENGTH`` characters."""
+def shorten_title(text: object, length: int = TITLE_LENGTH) -> str | None:
+    """A title made from a first user message: white space collapsed, cut at a word to ``length`` characters."""
     if not isinstance(text, str):
         return None
-    line = " ".join(text.split())
-    if not line:
+    flat = " ".join(text.split())
+    if not flat:
         return None
-    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+    if len(flat) <= length:
+        return flat
+    cut = flat[: length - 1]
+    space = cut.rfind(" ")
+    if space > length // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
 
 
 def check_limit(limit: int | None) -> int | None:
