@@ -523,10 +523,12 @@ class SQLiteStorage:
     # -- helpers run inside a write transaction ------------------------------------------
 
     @staticmethod
-    def _ensure_session(conn: sqlite3.Connection, sid: str, now: datetime) -> tuple[int, int]:
-        """The session's (row id, revision), creating the row if needed and stamping ``updated_at``."""
+    def _ensure_session(conn: sqlite3.Connection, sid: str, now: datetime, stamp: str) -> tuple[int, int]:
+        """The session's (row id, revision), creating the row if needed and stamping ``updated_at``.
+
+        ``stamp`` is ``now`` as stored text, which the caller also writes on its rows.
+        """
         row = conn.execute(_FIND_SESSION, (sid,)).fetchone()
-        stamp = utc_text(now)
         if row is None:
             return int(conn.execute(_NEW_SESSION, (sid, stamp, stamp)).fetchone()[0]), 0
         if row[2] < utc_text(now - _UPDATED_AT_SLACK):
@@ -548,8 +550,9 @@ class SQLiteStorage:
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now = _now()
-            row_id, revision = self._ensure_session(conn, sid, now)
-            conn.execute(_APPEND_EVENT, (row_id, type_name, payload, utc_text(now), row_id))
+            stamp = utc_text(now)
+            row_id, revision = self._ensure_session(conn, sid, now, stamp)
+            conn.execute(_APPEND_EVENT, (row_id, type_name, payload, stamp, row_id))
 
             def after_commit() -> None:
                 cached = self._cache.get(sid)
@@ -604,7 +607,7 @@ class SQLiteStorage:
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now_dt = _now()
             now = utc_text(now_dt)
-            row_id, revision = self._ensure_session(conn, sid, now_dt)
+            row_id, revision = self._ensure_session(conn, sid, now_dt, now)
             with self._cache_lock:
                 cached = self._cache.get(sid)
             keep = 0
