@@ -28,21 +28,55 @@ from typing import Any, Protocol, cast
 from uuid import UUID
 
 from .errors import EventEncodeError
-from .events import BaseEvent, EventTypes, UnknownEvent, default_event_types
+from .events import (
+    BaseEvent,
+    EventTypes,
+    ModelMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UnknownEvent,
+    UserMessage,
+    default_event_types,
+)
 
-__all__ = ["Codec", "JsonCodec"]
+__all__ = ["ROLES", "Codec", "JsonCodec"]
 
 
 class Codec(Protocol):
-    """What a storage needs to turn events into rows and back."""
+    """What a storage needs to turn events into rows and back.
 
-    def encode(self, event: BaseEvent) -> tuple[str, str]:
+    ``frozen_events`` says whether the codec's events can change after they are
+    made. When they cannot (frozen dataclasses), a storage may keep the objects
+    it wrote and hand them out again, and treat the same object as an unchanged
+    event. When they can (AG2's events are mutable), it keeps and compares their
+    encoded text instead, so what it reports is always what the file holds.
+    """
+
+    frozen_events: bool
+
+    def encode(self, event: Any) -> tuple[str, str]:
         """Return ``(type_name, payload_text)``; raise :class:`EventEncodeError` if it cannot."""
         ...
 
-    def decode(self, type_name: str, payload: str) -> BaseEvent:
-        """Return the event; never raise: undecodable data becomes :class:`UnknownEvent`."""
+    def decode(self, type_name: str, payload: str) -> Any:
+        """Return the event; never raise: undecodable data becomes an unknown event holding the text."""
         ...
+
+    def describe(self, event: Any) -> tuple[str | None, str | None]:
+        """The event's ``(role, text)`` as the transcript shows it and full-text search finds it.
+
+        Stored beside the payload (``events.role``, ``events.text``), so the
+        views, the index and the command line never need to know a codec's
+        JSON. ``role`` is one of :data:`ROLES`; ``None`` for an event that is
+        not part of the conversation (bookkeeping, telemetry, a duplicate of
+        another event's content). ``text`` is what a person reads, or ``None``.
+        """
+        ...
+
+
+ROLES = ("user", "assistant", "system", "tool_call", "tool")
+"""The roles a transcript row may have: who said it, or a tool call and its result."""
 
 
 class _Undecodable(Exception):
@@ -146,6 +180,8 @@ def _hashable(key: Any) -> Any:
 class JsonCodec:
     """The default codec. ``types`` is the registry it may instantiate from."""
 
+    frozen_events = True
+
     def __init__(self, types: EventTypes | None = None) -> None:
         self._types = types if types is not None else default_event_types
         self._plans: dict[str, _Plan] = {}  # by type name
@@ -205,6 +241,39 @@ class JsonCodec:
             return plan.build(raw)
         except (_Undecodable, ValueError, TypeError, RecursionError) as exc:
             return UnknownEvent(stored_type=type_name, payload=payload, reason=str(exc))
+
+
+    def describe(self, event: Any) -> tuple[str | None, str | None]:
+        if isinstance(event, (UserMessage, ModelMessage, SystemMessage)):
+            return _MESSAGE_ROLES[type(event)], _as_text(event.content)
+        if isinstance(event, ToolCall):
+            arguments = event.arguments
+            shown = (
+                ", ".join(f"{k}={_as_json(v)}" for k, v in arguments.items())
+                if isinstance(arguments, dict)
+                else _as_json(arguments)
+            )
+            return "tool_call", f"{event.name}({shown})"
+        if isinstance(event, ToolResult):
+            return "tool", _as_text(event.content)
+        return None, None
+
+
+_MESSAGE_ROLES: dict[type[BaseEvent], str] = {UserMessage: "user", ModelMessage: "assistant", SystemMessage: "system"}
+
+
+def _as_json(value: Any) -> str:
+    try:
+        return json.dumps(_encode_value(value, "value"), ensure_ascii=False)
+    except EventEncodeError:
+        return repr(value)
+
+
+def _as_text(value: Any) -> str | None:
+    """A value as transcript text: strings as they are, anything else as JSON, ``None`` as no text."""
+    if value is None or isinstance(value, str):
+        return value
+    return _as_json(value)
 
 
 class _Plan:

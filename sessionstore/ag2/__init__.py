@@ -1,0 +1,5 @@
+"""sessionstore for AG2 agents (needs the ``ag2`` extra: ``pip install 'sessionstore[ag2]'``).
+
+``import sessionstore`` never imports this package, so AG2 is loaded only by
+applications that use it.
+"""
