@@ -52,22 +52,27 @@ def _text(rng: random.Random, size: int) -> str:
     return " ".join(out)[:size]
 
 
-def make_events(count: int, seed: int = 7) -> list[Ev]:
+def make_events(count: int, seed: int = 7, scale: float = 1.0) -> list[Ev]:
+    """``count`` events of the mix; ``scale`` multiplies every text's length (2.4 gives ~1 KiB events)."""
     rng = random.Random(seed)
+
+    def text(low: int, high: int) -> str:
+        return _text(rng, int(rng.randint(low, high) * scale))
+
     events: list[Ev] = []
     call = 0
     while len(events) < count:
         step = len(events) % 4
         if step == 0:
-            events.append(Ev("user", {"content": _text(rng, rng.randint(150, 250))}))
+            events.append(Ev("user", {"content": text(150, 250)}))
         elif step == 1:
             call += 1
-            args = {"path": f"src/module_{rng.randint(1, 99)}.py", "query": _text(rng, rng.randint(40, 90))}
+            args = {"path": f"src/module_{rng.randint(1, 99)}.py", "query": text(40, 90)}
             events.append(Ev("tool_call", {"call_id": f"call_{call}", "name": "search_files", "arguments": args}))
         elif step == 2:
-            events.append(Ev("tool_result", {"call_id": f"call_{call}", "content": _text(rng, rng.randint(400, 800))}))
+            events.append(Ev("tool_result", {"call_id": f"call_{call}", "content": text(400, 800)}))
         else:
-            events.append(Ev("model", {"content": _text(rng, rng.randint(600, 1000))}))
+            events.append(Ev("model", {"content": text(600, 1000)}))
     return events
 
 

@@ -8,9 +8,51 @@ silently left out.
 from __future__ import annotations
 
 import importlib
+import sqlite3
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# The settings that decide what a commit costs and how the WAL is reused, read from each store's own
+# connection at run time: the table prints what the store really runs with, not what its docs say.
+PRAGMAS = ("journal_mode", "synchronous", "wal_autocheckpoint")
+_SYNCHRONOUS = {"0": "OFF", "1": "NORMAL", "2": "FULL", "3": "EXTRA"}
+
+
+def shown(name: str, value: object) -> str:
+    text = str(value)
+    return _SYNCHRONOUS.get(text, text) if name == "synchronous" else text
+
+
+def sqlite_pragmas(conn: sqlite3.Connection) -> dict[str, str]:
+    """The :data:`PRAGMAS` of a ``sqlite3`` connection (run on the thread that owns it)."""
+    return {name: shown(name, conn.execute(f"PRAGMA {name}").fetchone()[0]) for name in PRAGMAS}
+
+
+async def query_pragmas(scalar: Callable[[str], Awaitable[object]]) -> dict[str, str]:
+    """The :data:`PRAGMAS` through an async connection: ``scalar(sql)`` returns the first column of the first row."""
+    return {name: shown(name, await scalar(f"PRAGMA {name}")) for name in PRAGMAS}
+
+
+async def engine_pragmas(engine: Any) -> dict[str, str]:
+    """The :data:`PRAGMAS` of a connection from a SQLAlchemy async engine's pool (set up by its connect hooks)."""
+    async with engine.connect() as conn:
+
+        async def scalar(sql: str) -> object:
+            return (await conn.exec_driver_sql(sql)).scalar()
+
+        return await query_pragmas(scalar)
+
+
+async def aiosqlite_pragmas(conn: Any) -> dict[str, str]:
+    async def scalar(sql: str) -> object:
+        async with conn.execute(sql) as cursor:
+            row = await cursor.fetchone()
+        return row[0]
+
+    return await query_pragmas(scalar)
+
 
 # (key, module, label): the order is the table's order.
 STORES: list[tuple[str, str, str]] = [
@@ -34,6 +76,8 @@ class Adapter:
     persistent = True  # does it write a file at all?
     can_replace = True  # does it have a replace-the-history operation?
     bulk_equals_appends = True  # does load() store what one append per event would?
+    bulk_load = True  # can load() write a long history in one go (not one append per event)?
+    bench_wal = False  # does the bench put the file in WAL mode for this store (it would not on its own)?
 
     def convert(self, events: list[Any]) -> list[Any]:
         """Neutral :class:`payloads.Ev` events to this store's native objects (untimed)."""
@@ -63,6 +107,12 @@ class Adapter:
     def cold_start_code(self, path: Path, key: str) -> str:
         """Python source a fresh process runs: import, open ``path``, read session ``key``."""
         raise NotImplementedError
+
+    pragma_source = ""  # which connection :meth:`pragmas` reads, for the table
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        """:data:`PRAGMAS` as the connection that writes session ``key`` has them (after a write to it)."""
+        raise NotImplementedError("the bench does not know how to reach this store's connection")
 
 
 @dataclass

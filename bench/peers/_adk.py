@@ -46,14 +46,17 @@ class AdkStore(Adapter):
     """An ADK service: ``append_event`` needs the Session object it created or loaded."""
 
     can_replace = False
-    durability = "WAL (set on the file by the bench), synchronous=FULL (SQLite default); one commit per append_event"
+    bulk_load = False
+    bench_wal = True
+    durability = "WAL set on the file by the bench (ADK leaves the journal mode alone); one commit per append_event"
     service: Any
 
     def convert(self, events: list[Any]) -> list[Any]:
         return adk_events(events)
 
     async def open(self, path: Path) -> None:
-        wal(path)  # a no-op on a file already in WAL mode
+        if self.bench_wal:
+            wal(path)  # a no-op on a file already in WAL mode
         self.service = self.make(path)
         self.sessions: dict[str, Any] = {}
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from google.adk.sessions import DatabaseSessionService
 
+from . import engine_pragmas
 from ._adk import APP, USER, AdkStore
 
 
@@ -15,6 +16,11 @@ class Store(AdkStore):
 
     def make(self, path: Path) -> Any:
         return DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{path}")
+
+    pragma_source = "a pooled connection of the service's db_engine"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        return await engine_pragmas(self.service.db_engine)
 
     def cold_start_code(self, path: Path, key: str) -> str:
         return f"""

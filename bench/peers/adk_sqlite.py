@@ -7,6 +7,7 @@ from typing import Any
 
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
+from . import aiosqlite_pragmas
 from ._adk import APP, USER, AdkStore
 
 
@@ -15,6 +16,12 @@ class Store(AdkStore):
 
     def make(self, path: Path) -> Any:
         return SqliteSessionService(str(path))
+
+    pragma_source = "a connection from the service's _get_db_connection() (a new one per call)"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        async with self.service._get_db_connection() as db:
+            return await aiosqlite_pragmas(db)
 
     def cold_start_code(self, path: Path, key: str) -> str:
         return f"""

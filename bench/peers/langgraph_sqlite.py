@@ -15,14 +15,14 @@ import aiosqlite
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from . import Adapter
+from . import Adapter, aiosqlite_pragmas
 from ._formats import plain_messages
 
 
 class Store(Adapter):
     key = "langgraph"
     bulk_equals_appends = False  # one checkpoint, not one per event
-    durability = "WAL (set by setup()), synchronous=FULL (SQLite default); one commit per checkpoint"
+    durability = "one commit per checkpoint (aput)"
 
     def convert(self, events: list[Any]) -> list[Any]:
         return plain_messages(events)
@@ -67,6 +67,11 @@ class Store(Adapter):
 
     async def replace(self, key: str, events: list[Any]) -> None:
         await self._put(key, list(events))
+
+    pragma_source = "the aiosqlite connection handed to AsyncSqliteSaver"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        return await aiosqlite_pragmas(self.conn)
 
     def cold_start_code(self, path: Path, key: str) -> str:
         return f"""

@@ -8,13 +8,13 @@ from typing import Any
 from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from . import Adapter
+from . import Adapter, engine_pragmas
 from ._formats import responses_items
 
 
 class Store(Adapter):
     key = "openai_sqlalchemy"
-    durability = "WAL (set by the SDK), synchronous=FULL (SQLite default); one commit per add_items"
+    durability = "one commit per add_items"
 
     def convert(self, events: list[Any]) -> list[Any]:
         return responses_items(events)
@@ -48,6 +48,11 @@ class Store(Adapter):
         session = self._session(key)
         await session.clear_session()
         await session.add_items(events)
+
+    pragma_source = "a pooled connection of its AsyncEngine (the SDK's connect hook applied)"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        return await engine_pragmas(self.engine)
 
     def cold_start_code(self, path: Path, key: str) -> str:
         return f"""

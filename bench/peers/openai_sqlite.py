@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from agents import SQLiteSession
 
-from . import Adapter
+from . import Adapter, sqlite_pragmas
 from ._formats import responses_items
 
 
 class Store(Adapter):
     key = "openai_sqlite"
-    durability = "WAL (set by the SDK), synchronous=FULL (SQLite default); one commit per add_items"
+    durability = "one commit per add_items"
 
     def convert(self, events: list[Any]) -> list[Any]:
         return responses_items(events)
@@ -49,6 +50,12 @@ class Store(Adapter):
         session = self._session(key)
         await session.clear_session()
         await session.add_items(events)
+
+    pragma_source = "SQLiteSession._get_connection() in a worker thread (one connection per thread, as add_items)"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        session = self._session(key)
+        return await asyncio.to_thread(lambda: sqlite_pragmas(session._get_connection()))
 
     def cold_start_code(self, path: Path, key: str) -> str:
         return f"""

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from . import Adapter
+from . import Adapter, sqlite_pragmas
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, session TEXT NOT NULL, position INTEGER NOT NULL,"
@@ -72,6 +72,11 @@ class Store(Adapter):
     async def replace(self, key: str, events: list[Any]) -> None:
         # The floor for "set_history appending one event": the one INSERT it comes down to.
         await self.append(key, events[-1])
+
+    pragma_source = "its sqlite3 connection"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        return sqlite_pragmas(self.conn)
 
     def cold_start_code(self, path: Path, key: str) -> str:
         return f"""

@@ -8,7 +8,7 @@ from uuid import UUID, uuid5
 
 from sessionstore import EventContext, ModelMessage, SQLiteStorage, ToolCall, ToolResult, UserMessage
 
-from . import Adapter
+from . import Adapter, sqlite_pragmas
 
 NS = UUID("6f1c1f9e-0000-4000-8000-000000000000")
 
@@ -29,7 +29,7 @@ def to_events(events: list[Any]) -> list[Any]:
 
 class Store(Adapter):
     key = "sessionstore"
-    durability = "WAL, synchronous=FULL (default); each save_event returns once committed"
+    durability = "each save_event returns once committed (group commit under concurrency)"
 
     def convert(self, events: list[Any]) -> list[Any]:
         return to_events(events)
@@ -52,6 +52,12 @@ class Store(Adapter):
 
     async def replace(self, key: str, events: list[Any]) -> None:
         await self.storage.set_history(uuid5(NS, key), events)
+
+    pragma_source = "the write lane's connection, on the writer thread"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        # A job on the write lane runs on the writer thread with the connection every write uses.
+        return await self.storage._submit(lambda conn: (sqlite_pragmas(conn), None))
 
     def cold_start_code(self, path: Path, key: str) -> str:
         return f"""
