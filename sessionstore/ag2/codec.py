@@ -49,6 +49,7 @@ import builtins
 import dataclasses
 import inspect
 import json
+import math
 import re
 import sys
 import types
@@ -133,6 +134,7 @@ from ag2.files.types import FileProvider, UploadedFile
 from ag2.task import TaskSpec
 from pydantic import BaseModel
 
+from .. import errors
 from ..codec import NOT_MINE, _as_text, _decode_tag, _dumps, _dumps_ascii, _encode_value, _make_parser, _Undecodable
 from ..errors import EventEncodeError
 
@@ -275,9 +277,31 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
             )
         },
         acp.exceptions.RequestError: "acp.RequestError",
+        # sessionstore's own: a tool whose result could not be stored fails with EventEncodeError.
+        **{
+            cls: f"sessionstore.{cls.__name__}"
+            for cls in (
+                errors.UnknownSessionError,
+                errors.SessionLimitError,
+                errors.SessionBusyError,
+                errors.ConnectionOverloadedError,
+                errors.StorageError,
+                errors.EventEncodeError,
+                errors.InvalidSessionIdError,
+                errors.NotADatabaseError,
+                errors.DatabaseCorruptError,
+                errors.DatabaseReadOnlyError,
+                errors.DatabaseFullError,
+                errors.DatabaseBusyError,
+                errors.SchemaError,
+                errors.SchemaTooNewError,
+                errors.SchemaOutOfDateError,
+                errors.MigrationError,
+            )
+        },
     }
 )
-"""AG2's and the ACP SDK's exceptions, by name. Python's built-in exceptions are stored under their own names."""
+"""AG2's, the ACP SDK's and sessionstore's exceptions, by name. Python's built-in ones go by their own names."""
 
 # Python's built-in exception classes under their canonical names (not the aliases: IOError is OSError).
 _BUILTIN_EXCEPTIONS: Final[Mapping[type[BaseException], str]] = MappingProxyType(
@@ -295,7 +319,12 @@ _RAISED_AS: Final = "_sessionstore_raised_as"
 """Attribute on a decoded exception that was stored as an ancestor: the dotted name of the class it was raised as."""
 
 # Names applications may not take: AG2's future classes get names under these.
-_RESERVED_PREFIXES: Final = ("ag2.", "acp.")
+_RESERVED_PREFIXES: Final = ("ag2.", "acp.", "sessionstore.")
+
+
+# Stored as they are: the JSON values no tag is ever needed for (a float only when finite).
+_PLAIN_VALUES: Final = frozenset({str, int, bool, type(None)})
+_isfinite: Final = math.isfinite
 
 
 class StoredUnknownEvent(UnknownEvent):
@@ -386,7 +415,15 @@ class _DataclassPlan:
                 self.factories[f.name] = f.default_factory
 
     def encode(self, value: Any, path: str, extend: Callable[[Any, str], Any]) -> dict[str, Any]:
-        return {name: _encode_value(getattr(value, name), f"{path}.{name}", extend) for name in self.names}
+        out: dict[str, Any] = {}
+        for name in self.names:
+            item = getattr(value, name)
+            kind = type(item)
+            if kind in _PLAIN_VALUES or (kind is float and _isfinite(item)):
+                out[name] = item
+            else:
+                out[name] = _encode_value(item, f"{path}.{name}", extend)
+        return out
 
     def build(self, raw: Any) -> Any:
         if not isinstance(raw, dict) or not raw.keys() <= self.name_set:
@@ -429,7 +466,7 @@ class AG2Codec:
     """Stores AG2's events: ``SQLiteStorage(path, codec=AG2Codec())`` is an AG2 ``Storage``.
 
     ``extra`` maps an application's own classes to stable names of its own (not
-    under ``ag2.`` or ``acp.``, which are kept for AG2's classes): AG2 event
+    under ``ag2.``, ``acp.`` or ``sessionstore.``, kept for the built-in tables): AG2 event
     subclasses, and the dataclasses, pydantic models, enums and exception classes
     its events hold (a tool returning a pydantic model stores it in a
     ``DataInput``). :meth:`register` adds one later. A class the codec cannot store
@@ -491,8 +528,8 @@ class AG2Codec:
                 raise ValueError(f"cannot register {_qualified(cls)} as {name!r}: that name is {_qualified(owner)}'s")
             if name.startswith(_RESERVED_PREFIXES):
                 raise ValueError(
-                    f"cannot register {_qualified(cls)} as {name!r}: names under {' and '.join(_RESERVED_PREFIXES)} "
-                    "are kept for AG2's own classes; use your application's prefix, e.g. 'myapp.'"
+                    f"cannot register {_qualified(cls)} as {name!r}: names under ag2., acp. and sessionstore. are "
+                    "kept for the classes this codec knows itself; use your application's prefix, e.g. 'myapp.'"
                 )
             kinds[cls] = kind
             batch_names[name] = cls
@@ -635,16 +672,23 @@ class AG2Codec:
     # -- encoding ---------------------------------------------------------------------------------------------------
 
     def _fields(self, event: Any, path: str) -> dict[str, Any]:
-        extend = self._extend
+        # The hot loop of every write. Plain values (created_at, names, ids) are taken as they are and a
+        # nested event or dataclass goes straight to its cached encoder; the rest is the JSON codec's.
+        encoders = self._encoders
         out: dict[str, Any] = {}
         for key, value in event.__dict__.items():
             if key[:1] == "_":
                 continue
             kind = type(value)
-            if kind is str or kind is bool or value is None:
+            if kind in _PLAIN_VALUES or (kind is float and _isfinite(value)):
                 out[key] = value
+                continue
+            where = f"{path}.{key}" if path else key
+            encoder = encoders.get(kind)
+            if encoder is None or encoder is _not_mine:
+                out[key] = _encode_value(value, where, self._extend)
             else:
-                out[key] = _encode_value(value, f"{path}.{key}" if path else key, extend)
+                out[key] = encoder(value, where)
         return out
 
     def _extend(self, value: Any, path: str) -> Any:

@@ -207,16 +207,16 @@ def test_names_are_distinct_and_under_ag2() -> None:
         names = list(table.values())
         assert len(set(names)) == len(names)
         assert all(re.fullmatch(r"ag2\.[a-z0-9_.]+", name) for name in names)
-    assert all(name.startswith(("ag2.", "acp.")) for name in EXCEPTION_NAMES.values())
+    assert all(name.startswith(("ag2.", "acp.", "sessionstore.")) for name in EXCEPTION_NAMES.values())
+    assert len(set(EXCEPTION_NAMES.values())) == len(EXCEPTION_NAMES)
 
 
-def test_every_exception_class_of_ag2_is_in_the_table() -> None:
-    import ag2.exceptions
-
+@pytest.mark.parametrize("module", ["ag2.exceptions", "sessionstore.errors"])
+def test_every_exception_class_of_ag2_and_of_sessionstore_is_in_the_table(module: str) -> None:
     defined = {
         cls
-        for cls in vars(ag2.exceptions).values()
-        if isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "ag2.exceptions"
+        for cls in vars(__import__(module, fromlist=["_"])).values()
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == module
     }
     assert defined and defined <= set(EXCEPTION_NAMES)
 
@@ -599,8 +599,9 @@ class NotAnything:
         (Audit, " app.audit", r"a name must be a non-empty string"),
         (Audit, "ag2.tool_call", r"that name is ag2\.events\.tool_events\.ToolCallEvent's"),
         (Audit, "ValueError", r"that name is builtins\.ValueError's"),
-        (Audit, "ag2.audit", r"names under ag2\. and acp\. are kept for AG2's own classes"),
-        (Audit, "acp.audit", r"names under ag2\. and acp\. are kept for AG2's own classes"),
+        (Audit, "ag2.audit", r"names under ag2\., acp\. and sessionstore\. are kept"),
+        (Audit, "acp.audit", r"names under ag2\., acp\. and sessionstore\. are kept"),
+        (Audit, "sessionstore.audit", r"names under ag2\., acp\. and sessionstore\. are kept"),
         (ToolCallEvent, "app.call", r"ToolCallEvent as 'app\.call': it is already stored as 'ag2\.tool_call'"),
         (Mood, "app.mood", r"Mood as 'app\.mood': it is already stored as 'tests\.mood'"),
         (WithSet, "app.w", r"WithSet: its field 'tags' is annotated set\[str\]; a set cannot be stored"),
