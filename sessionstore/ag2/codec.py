@@ -52,6 +52,7 @@ import json
 import math
 import re
 import sys
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, MutableSequence, Sequence
@@ -315,6 +316,9 @@ _BUILTIN_EXCEPTIONS: Final[Mapping[type[BaseException], str]] = MappingProxyType
 # Built-in exception state kept outside ``args`` (OSError's file names make its message).
 _EXCEPTION_MEMBERS: Final = ((OSError, ("filename", "filename2")), (ImportError, ("name", "path")))
 
+# Per thread (a storage may encode on its writer thread and on the event loop at once): exceptions being encoded.
+_encoding = threading.local()
+
 _RAISED_AS: Final = "_sessionstore_raised_as"
 """Attribute on a decoded exception that was stored as an ancestor: the dotted name of the class it was raised as."""
 
@@ -439,6 +443,13 @@ class _DataclassPlan:
                 raise _Undecodable(f"{self.cls.__name__} is missing {name!r}")
             object.__setattr__(obj, name, value)
         return obj
+
+
+def _message(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:  # an application's __str__ that fails (or recurses) must not fail the write
+        return type(error).__name__
 
 
 def _constant(value: Any) -> Callable[[], Any]:
@@ -743,11 +754,22 @@ class AG2Codec:
         extend = self._extend
 
         def encode(error: BaseException, path: str) -> Any:
+            # An exception reached again through its own args or attributes is a cycle: cut there.
+            active = _encoding.__dict__.setdefault("exceptions", set())
+            if id(error) in active:
+                return {"$exception": [name, {"args": []}]}
+            active.add(id(error))
+            try:
+                return {"$exception": [name, body(error, path)]}
+            finally:
+                active.discard(id(error))
+
+        def body(error: BaseException, path: str) -> dict[str, Any]:
             try:
                 args = _encode_value(list(error.args), f"{path}.args", extend)
-            except EventEncodeError:
-                args = [str(error)]  # its message, if not what made it
-            body: dict[str, Any] = {"args": args}
+            except (EventEncodeError, RecursionError):
+                args = [_message(error)]  # its message, if not what made it
+            out: dict[str, Any] = {"args": args}
             # Attributes of a class in the table; of another class, only the built-in state its message shows.
             attrs = {k: v for k, v in vars(error).items() if k[:1] != "_"} if raised_as is None else {}
             for attr in members:
@@ -755,16 +777,16 @@ class AG2Codec:
                     attrs[attr] = getattr(error, attr)
             if attrs:
                 try:
-                    body["attrs"] = _encode_value(attrs, f"{path}.attrs", extend)
-                except EventEncodeError:
+                    out["attrs"] = _encode_value(attrs, f"{path}.attrs", extend)
+                except (EventEncodeError, RecursionError):
                     pass  # best effort: args carry the message
             notes = getattr(error, "__notes__", None)
             if isinstance(notes, list) and notes and all(isinstance(n, str) for n in notes):
-                body["notes"] = list(notes)
+                out["notes"] = list(notes)
             origin = raised_as or vars(error).get(_RAISED_AS)
             if isinstance(origin, str):
-                body["raised_as"] = origin
-            return {"$exception": [name, body]}
+                out["raised_as"] = origin
+            return out
 
         return encode
 
@@ -1069,5 +1091,5 @@ def _error_text(event: ToolErrorEvent) -> str | None:
         return _inputs_text(result.parts) if isinstance(result, ToolResult) else _as_text(error)
     origin = vars(error).get(_RAISED_AS)
     kind = origin.rsplit(".", 1)[-1] if isinstance(origin, str) else type(error).__name__
-    message = str(error)
+    message = _message(error)
     return f"{kind}: {message}" if message else kind

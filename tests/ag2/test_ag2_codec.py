@@ -325,12 +325,27 @@ def test_an_exception_of_a_class_not_in_the_table_comes_back_as_its_nearest_know
     assert codec.describe(back) == ("tool", "LocalPermissionError: [Errno 13] Permission denied: '/root/x'")
 
 
+class BrokenStr(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no")
+
+
 def test_exception_arguments_that_cannot_be_stored_leave_the_message() -> None:
     error = RuntimeError("lock held by", object())
     back = codec.decode(*codec.encode(TaskFailed(task_id="t", agent_name="a", objective="o", error=error)))
     assert isinstance(back, TaskFailed)
     assert type(back.error) is RuntimeError
     assert back.error.args == (str(error),)
+
+    looped = ValueError("holds itself")
+    looped.args = (looped,)
+    back = codec.decode(*codec.encode(TaskFailed(task_id="t", agent_name="a", objective="o", error=looped)))
+    assert isinstance(back, TaskFailed) and type(back.error) is ValueError
+
+    broken = ToolErrorEvent(parent_id="c", name="t", error=BrokenStr(object()), result=ToolResult("tb"))
+    back = codec.decode(*codec.encode(broken))
+    assert isinstance(back, ToolErrorEvent) and type(back.error) is Exception
+    assert codec.describe(broken)[0] == "tool"
 
 
 # -- unknown and undecodable rows -----------------------------------------------------------------------------------
