@@ -136,7 +136,7 @@ from ag2.task import TaskSpec
 from pydantic import BaseModel
 
 from .. import errors
-from ..codec import NOT_MINE, _as_text, _decode_tag, _dumps, _dumps_ascii, _encode_value, _make_parser, _Undecodable
+from ..codec import NOT_MINE, _as_text, _decode_tag, _encode_value, _make_parser, _Undecodable
 from ..errors import EventEncodeError
 
 __all__ = [
@@ -325,6 +325,11 @@ _RAISED_AS: Final = "_sessionstore_raised_as"
 # Names applications may not take: AG2's future classes get names under these.
 _RESERVED_PREFIXES: Final = ("ag2.", "acp.", "sessionstore.")
 
+
+# The JSON codec's text settings, without the circular-reference check: the tree handed over is built fresh by
+# encode (a value holding itself fails there, as too deep), and the check costs a sixth of the dump.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False).encode
+_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False).encode
 
 # Stored as they are: the JSON values no tag is ever needed for (a float only when finite).
 _PLAIN_VALUES: Final = frozenset({str, int, bool, type(None)})
