@@ -848,3 +848,22 @@ def test_class_layouts_are_worked_out_once_per_class(monkeypatch: pytest.MonkeyP
     for _ in range(3):
         fresh.decode(*fresh.encode(response))
     assert looked_up == []
+
+
+def test_a_text_kept_as_a_path_reads_back_the_same_in_sqlite_and_in_python() -> None:
+    # The row stores where a message's text is instead of a second copy: SQLite's json_extract (the views,
+    # the index) and records.text_at (the command line) must both find exactly the text describe gave.
+    from sessionstore.records import text_at
+
+    codec = AG2Codec(extra=EXTRA)
+    found = 0
+    with sqlite3.connect(":memory:") as conn:
+        for event in [*samples(), ModelRequest(parts=[TextInput(content="zürich ✓ \U0001f389")])]:
+            _, payload = codec.encode(event)
+            _role, text, path = codec.describe(event)
+            if path is None:
+                continue
+            found += 1
+            assert conn.execute("SELECT json_extract(?, ?)", (payload, path)).fetchone() == (text,), event
+            assert text_at(payload, path) == text
+    assert found >= 4  # requests, responses, results, human messages at least
