@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from . import queries, records
 from .admin import writing
 from .codec import ROLES, legacy_description
 from .database import prepare
-from .errors import ImportConflictError, ImportFileError
+from .errors import ImportConflictError, ImportFileError, UsageError
 from .storage import stamp, utc_text
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportSummary", "Progress", "export_sessions", "import_sessions"]
@@ -105,29 +106,64 @@ def export_sessions(
 ) -> int:
     """``sessionstore export``: the sessions (all when ``prefixes`` is None) as JSON Lines; returns how many.
 
-    A path is written whole or not at all (a temporary file renamed into place).
+    Written where the caller points: a regular file (or a new one) is replaced
+    whole or not at all (a temporary file beside it, renamed into place); a
+    device, a FIFO or a terminal is written in place; the database itself and
+    its companion files are refused before anything is read.
     """
-    with records.reading(db) as conn:
+    path = Path(db).expanduser()
+    named = Path(out).expanduser() if isinstance(out, (str, os.PathLike)) else None
+    target = _destination(named, path) if named is not None else None
+    with records.reading(path) as conn:
         conn.execute("BEGIN")
         ids = records.resolve_all(conn, prefixes) if prefixes is not None else None
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
         lines = _export_lines(conn, ids, progress)
-        if not isinstance(out, (str, os.PathLike)):
+        if named is not None and target is not None:
+            _write(named, target, lines)
+        elif not isinstance(out, (str, os.PathLike)):
             out.writelines(lines)
             out.flush()
-            return count
-        dest = Path(out)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        return count
+
+
+def _destination(out: Path, db: Path) -> Path:
+    """Where an export to ``out`` is written: the file a link points at; never the database or its companions."""
+    target = Path(os.path.realpath(out))
+    for companion in (db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        if target.exists() and companion.exists() and os.path.samefile(target, companion):
+            raise UsageError(
+                f"{out} is {'the database' if companion == db else 'a file of the database'} {db};"
+                " export to another file"
+            )
+    if target.is_dir():
+        raise UsageError(f"{out} is a folder; name a file to export to")
+    if not target.parent.is_dir():
+        raise UsageError(f"{out}: the folder {target.parent} does not exist")
+    return target
+
+
+def _write(out: Path, target: Path, lines: Iterator[str]) -> None:
+    """A regular file (or a new one) whole or not at all; anything else (a device, a FIFO) in place."""
+    try:
+        if target.exists() and not target.is_file():
+            with open(target, "w", encoding="utf-8", newline="\n") as handle:
+                handle.writelines(lines)
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(lines)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, dest)
+            if target.exists():
+                os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))  # replaced, not re-permissioned
+            os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return count
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
 
 
 # -- import -----------------------------------------------------------------------------------------
