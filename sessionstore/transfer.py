@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import sqlite3
 import stat
 import tempfile
@@ -374,29 +375,43 @@ def import_sessions(
     Idempotent: a session already stored with the same events is left as it is.
     One stored with different events is a :class:`ImportConflictError` (nothing
     imported) unless ``replace``, which replaces it with the file's. The file is
-    checked whole before the database is touched; a missing database is
-    created (as :class:`SQLiteStorage` creates one) only then.
+    checked whole before the database is touched. A missing database is built
+    beside its path (as :class:`SQLiteStorage` creates one) and appears at the
+    path only once it is complete; a failed or interrupted import removes only
+    what it made.
     """
     source_path = Path(source).expanduser()
-    total = sum(1 for _ in _read_export(source_path))
+    total = sum(1 for _ in _read_export(source_path))  # the whole file checked before anything is written
     path = Path(db).expanduser()
-    created = not path.exists()
+    if path.exists():
+        return _import_into(path, source_path, replace, total, progress)
+    # A new database is built beside its final path and linked there only once it is complete, so nobody
+    # (an agent started meanwhile) ever sees it half-made, and a failure removes only this call's own file.
+    building = path.with_name(f".{path.name}.import-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        if created:
-            prepare(path)
-        counts = {"added": 0, "replaced": 0, "unchanged": 0}
-        events = 0
-        with writing(path) as conn:
-            for done, item in enumerate(_read_export(source_path), 1):
-                outcome = _import_one(conn, item, replace)
-                counts[outcome] += 1
-                if outcome != "unchanged":
-                    events += len(item.events)
-                if progress is not None:
-                    progress(done, total)
-        return ImportSummary(events=events, **counts)
-    except BaseException:
-        if created:  # a database this call created and could not fill is not left behind
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        raise
+        prepare(building)
+        summary = _import_into(building, source_path, replace, total, progress)
+        try:
+            os.link(building, path)
+        except FileExistsError:
+            raise ImportConflictError(
+                f"{path} was created by someone else while the import ran; nothing was imported into it"
+            ) from None
+        return summary
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{building}{suffix}").unlink(missing_ok=True)
+
+
+def _import_into(path: Path, source: Path, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
+    counts = {"added": 0, "replaced": 0, "unchanged": 0}
+    events = 0
+    with writing(path) as conn:
+        for done, item in enumerate(_read_export(source), 1):
+            outcome = _import_one(conn, item, replace)
+            counts[outcome] += 1
+            if outcome != "unchanged":
+                events += len(item.events)
+            if progress is not None:
+                progress(done, total)
+    return ImportSummary(events=events, **counts)

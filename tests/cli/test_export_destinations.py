@@ -36,7 +36,7 @@ def test_a_device_and_a_fifo_are_written_in_place(sessionstore: Run, tmp_path: P
     assert exported(sessionstore, db, fifo)[0] == 0
     reader.join(timeout=60)
     assert stat.S_ISFIFO(fifo.stat().st_mode)
-    assert received and received[0].startswith(HEADER) and 'hello' in received[0]
+    assert received and received[0].startswith(HEADER) and "hello" in received[0]
 
 
 def test_the_database_and_its_companions_are_refused_untouched(sessionstore: Run, tmp_path: Path) -> None:
