@@ -162,38 +162,56 @@ def _scripts(location: Path | None) -> ScriptDirectory:
     return ScriptDirectory(str(location or script_location()))
 
 
+def _head(scripts: ScriptDirectory) -> str:
+    from alembic.util import CommandError
+
+    try:
+        head = scripts.get_current_head()  # refuses a branched history
+    except CommandError:
+        head = None
+    if head is None:
+        heads = scripts.get_heads()
+        raise SchemaError(f"the migration scripts have {len(heads)} heads ({', '.join(heads)}); expected one")
+    return head
+
+
 def _known(scripts: ScriptDirectory, revision: str) -> bool:
+    """Whether ``revision`` is one of the scripts' ids, exactly (``get_revision`` would take a prefix or ``x@head``)."""
     return any(script.revision == revision for script in scripts.walk_revisions())
 
 
-def _order(scripts: ScriptDirectory) -> list[str]:
-    """Revision ids from base to head (the history is linear)."""
-    return [script.revision for script in reversed(list(scripts.walk_revisions()))]
-
-
 def _resolve(scripts: ScriptDirectory, revision: str) -> str | None:
-    """A revision argument (``head``, ``base`` or an id) as an id; ``None`` for base."""
+    """A revision argument, ``head``, ``base`` or an id, as an id; ``None`` for base.
+
+    Not Alembic's relative forms: ``-1`` would count from the scripts' head, not from the file.
+    """
+    if revision == "head":
+        return _head(scripts)
     if revision == "base":
         return None
-    if revision == "head":
-        return _head_of(scripts)
-    if revision not in _order(scripts):
-        raise SchemaError(f"no schema revision {revision!r}; known: base, {', '.join(_order(scripts))}, head")
+    if not _known(scripts, revision):
+        known = ", ".join(reversed([script.revision for script in scripts.walk_revisions()]))
+        raise SchemaError(f"no schema revision {revision!r}; known: base, {known}, head")
     return revision
 
 
-def _head_of(scripts: ScriptDirectory) -> str:
-    heads = scripts.get_heads()
-    if len(heads) != 1:
-        raise SchemaError(f"the migration scripts have {len(heads)} heads ({', '.join(heads)}); expected one")
-    return heads[0]
+def _lineage(scripts: ScriptDirectory, revision: str | None) -> set[str | None]:
+    """``revision`` and every revision it was built on, down to base (``None``)."""
+    return {None, *(script.revision for script in scripts.iterate_revisions(revision, "base"))}
 
 
-def _too_new(path: Path, revision: str) -> SchemaTooNewError:
-    return SchemaTooNewError(
-        f"{path} is at schema revision {revision!r}, which this sessionstore does not know (it was probably "
-        "written by a newer version); it is refused and left untouched. Upgrade sessionstore to open it."
-    )
+def _refuse_unknown(scripts: ScriptDirectory, path: Path, revision: str | None, populated: bool) -> None:
+    """Refuse, untouched, a file these scripts cannot move: written by a newer version, or not a sessionstore one."""
+    if revision is not None and not _known(scripts, revision):
+        raise SchemaTooNewError(
+            f"{path} is at schema revision {revision!r}, which this sessionstore does not know (it was probably "
+            "written by a newer version); it is refused and left untouched. Upgrade sessionstore to open it."
+        )
+    if revision is None and populated:
+        raise SchemaError(
+            f"{path} has tables but no sessionstore schema revision: it is not a sessionstore database "
+            "(or its alembic_version table was emptied); it was left untouched"
+        )
 
 
 @contextlib.contextmanager
@@ -267,20 +285,13 @@ def _migrate(
     from alembic.config import Config
 
     target = _resolve(scripts, revision)
-    order = [None, *_order(scripts)]
     try:
         with _locked(path, busy_timeout) as conn:
             found, populated = _read_revision(conn.exec_driver_sql, path)
-            if found is not None and found not in order:
-                raise _too_new(path, found)
-            if found is None and populated:
-                raise SchemaError(
-                    f"{path} has tables but no sessionstore schema revision: not a sessionstore database; "
-                    "it was left untouched"
-                )
+            _refuse_unknown(scripts, path, found, populated)
             if found == target:
                 return None  # already there (perhaps another process just migrated it)
-            ahead = order.index(found) > order.index(target)
+            ahead = target in _lineage(scripts, found)  # the file is past the target
             if ahead != (direction == "downgrade"):
                 hint = "downgrade" if ahead else "upgrade"
                 raise SchemaError(f"{path} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
@@ -342,14 +353,8 @@ def prepare_database(
         conn.close()
 
     directory = _scripts(scripts)
-    head_revision = _head_of(directory)
-    if revision is not None and not _known(directory, revision):
-        raise _too_new(path, revision)
-    if revision is None and populated:
-        raise SchemaError(
-            f"{path} has tables but no sessionstore schema revision: it is not a sessionstore database "
-            "(or its alembic_version table was emptied); it was left untouched"
-        )
+    head_revision = _head(directory)
+    _refuse_unknown(directory, path, revision, populated)
     if revision is not None and revision != head_revision and not auto_upgrade:
         raise SchemaOutOfDateError(
             f"{path} is at schema revision {revision}, older than this sessionstore's {head_revision}, and "
@@ -410,4 +415,4 @@ def history(*, scripts: Path | None = None) -> list[tuple[str, str | None, str]]
 
 def head(*, scripts: Path | None = None) -> str:
     """The newest revision the scripts know."""
-    return _head_of(_scripts(scripts))
+    return _head(_scripts(scripts))
