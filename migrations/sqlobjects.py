@@ -149,10 +149,16 @@ class _ObjectOp(MigrateOperation):
     def apply(cls, operations: Operations, target: Part) -> None:
         operations.invoke(cls(target))
 
+    def statements(self, scripts: ScriptDirectory) -> Iterator[str]:
+        raise NotImplementedError
+
 
 @Operations.register_operation("create_object", "apply")
 @Operations.register_operation("replace_object", "replace")
 class CreateObjectOp(_ObjectOp):
+    def statements(self, scripts: ScriptDirectory) -> Iterator[str]:
+        return find(scripts, self.target, SQLObject).create(scripts)
+
     @classmethod
     def replace(
         cls, operations: Operations, target: Part, replaces: str | None = None, replace_with: str | None = None
@@ -173,25 +179,15 @@ class CreateObjectOp(_ObjectOp):
 
 @Operations.register_operation("drop_object", "apply")
 class DropObjectOp(_ObjectOp):
-    pass
-
-
-def _scripts(operations: Operations) -> ScriptDirectory:
-    scripts = operations.get_context().script
-    if scripts is None:
-        raise LookupError("SQL objects are made by revisions that Alembic runs from its script directory")
-    return scripts
+    def statements(self, scripts: ScriptDirectory) -> Iterator[str]:
+        return find(scripts, self.target, SQLObject).drop(scripts)
 
 
 @Operations.implementation_for(CreateObjectOp)
-def _create(operations: Operations, operation: CreateObjectOp) -> None:
-    scripts = _scripts(operations)
-    for statement in find(scripts, operation.target, SQLObject).create(scripts):
-        operations.execute(statement)
-
-
 @Operations.implementation_for(DropObjectOp)
-def _drop(operations: Operations, operation: DropObjectOp) -> None:
-    scripts = _scripts(operations)
-    for statement in find(scripts, operation.target, SQLObject).drop(scripts):
+def _run(operations: Operations, operation: _ObjectOp) -> None:
+    scripts = operations.get_context().script  # where the names are looked up
+    if scripts is None:
+        raise LookupError("SQL objects are made by revisions that Alembic runs from its script directory")
+    for statement in operation.statements(scripts):
         operations.execute(statement)

@@ -162,19 +162,6 @@ def _scripts(location: Path | None) -> ScriptDirectory:
     return ScriptDirectory(str(location or script_location()))
 
 
-def _head(scripts: ScriptDirectory) -> str:
-    from alembic.util import CommandError
-
-    try:
-        head = scripts.get_current_head()  # refuses a branched history
-    except CommandError:
-        head = None
-    if head is None:
-        heads = scripts.get_heads()
-        raise SchemaError(f"the migration scripts have {len(heads)} heads ({', '.join(heads)}); expected one")
-    return head
-
-
 def _known(scripts: ScriptDirectory, revision: str) -> bool:
     """Whether ``revision`` is one of the scripts' ids, exactly (``get_revision`` would take a prefix or ``x@head``)."""
     return any(script.revision == revision for script in scripts.walk_revisions())
@@ -185,14 +172,21 @@ def _resolve(scripts: ScriptDirectory, revision: str) -> str | None:
 
     Not Alembic's relative forms: ``-1`` would count from the scripts' head, not from the file.
     """
-    if revision == "head":
-        return _head(scripts)
     if revision == "base":
         return None
+    if revision == "head":
+        return _head_of(scripts)
     if not _known(scripts, revision):
         known = ", ".join(reversed([script.revision for script in scripts.walk_revisions()]))
         raise SchemaError(f"no schema revision {revision!r}; known: base, {known}, head")
     return revision
+
+
+def _head_of(scripts: ScriptDirectory) -> str:
+    heads = scripts.get_heads()
+    if len(heads) != 1:
+        raise SchemaError(f"the migration scripts have {len(heads)} heads ({', '.join(heads)}); expected one")
+    return heads[0]
 
 
 def _lineage(scripts: ScriptDirectory, revision: str | None) -> set[str | None]:
@@ -353,7 +347,7 @@ def prepare_database(
         conn.close()
 
     directory = _scripts(scripts)
-    head_revision = _head(directory)
+    head_revision = _head_of(directory)
     _refuse_unknown(directory, path, revision, populated)
     if revision is not None and revision != head_revision and not auto_upgrade:
         raise SchemaOutOfDateError(
@@ -415,4 +409,4 @@ def history(*, scripts: Path | None = None) -> list[tuple[str, str | None, str]]
 
 def head(*, scripts: Path | None = None) -> str:
     """The newest revision the scripts know."""
-    return _head(_scripts(scripts))
+    return _head_of(_scripts(scripts))
