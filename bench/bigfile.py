@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import sqlite3
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path

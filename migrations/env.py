@@ -12,9 +12,9 @@ failed migration leaves the file as it was.
   the ``SESSIONSTORE_DB`` environment variable) names the file, reached through
   the async engine (``sqlite+aiosqlite``) and ``connection.run_sync``.
 
-Views, triggers and FTS5 tables are created by revisions with plain SQL; they
-are not in the models' metadata, so they are kept out of autogenerate's
-comparison (``alembic check``) here.
+Views, triggers and FTS5 tables are made by revisions with the operations of
+``sqlobjects.py``; they are not in the models' metadata, so virtual tables are
+kept out of autogenerate's comparison (``alembic check``) here.
 """
 
 from __future__ import annotations

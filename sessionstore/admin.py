@@ -86,7 +86,12 @@ def parse_age(text: str) -> timedelta:
     match = _AGE.match(text.lower())
     if match is None:
         raise UsageError(f"not an age: {text!r} (use a number and a unit s, m, h, d or w, e.g. 30d)")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    except OverflowError:
+        raise UsageError(
+            f"not an age: {text!r} is longer than any calendar (at most {timedelta.max.days:,}d)"
+        ) from None
 
 
 _PRUNABLE = "released = 1 AND updated_at < :cutoff"
@@ -103,7 +108,10 @@ def prune(
 
     A session still held by a registry (not released) is never pruned, however old.
     """
-    cutoff = utc_text(datetime.now(UTC) - older_than)
+    try:
+        cutoff = utc_text(datetime.now(UTC) - older_than)
+    except OverflowError:  # older than the calendar goes back: nothing is that old
+        cutoff = utc_text(datetime.min.replace(tzinfo=UTC))
     if dry_run:
         with records.reading(db) as conn:
             return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))

@@ -2,12 +2,13 @@
 
 Payloads are plain JSON objects of the event's fields, so ``json_extract(payload,
 '$.content')`` works in the ``sqlite3`` shell. Values JSON has no type for are
-tagged as one-key objects: ``{"$bytes": base64}``, ``{"$datetime": iso}``,
-``{"$date": iso}``, ``{"$uuid": str}``, ``{"$tuple": [...]}``, ``{"$float": "nan"}``
-(NaN and infinities: SQLite's JSON functions reject bare ``NaN``) and
-``{"$items": [[key, value], ...]}`` for dicts with non-string keys, and for a
-user dict that itself looks like a tag (one key starting with ``$``), so
-nothing is ambiguous.
+tagged as one-key objects: ``{"$bytes": base64}``, ``{"$datetime": iso}`` (in a
+named zone, or on the second pass of a repeated hour, ``{"$datetime": [iso,
+zone, fold]}``), ``{"$date": iso}``, ``{"$uuid": str}``, ``{"$tuple": [...]}``,
+``{"$float": "nan"}`` (NaN and infinities: SQLite's JSON functions reject bare
+``NaN``) and ``{"$items": [[key, value], ...]}`` for dicts with non-string
+keys, and for a user dict that itself looks like a tag (one key starting with
+``$``), so nothing is ambiguous.
 
 Decoding never imports anything and never instantiates a class that is not in
 the :class:`~sessionstore.events.EventTypes` it was given. Anything it cannot
@@ -23,9 +24,11 @@ import base64
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol, cast
 from uuid import UUID
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import EventEncodeError
 from .events import (
@@ -98,7 +101,25 @@ class _Undecodable(Exception):
     pass
 
 
-def _encode_value(value: Any, path: str) -> Any:
+NOT_MINE: Any = object()
+"""What an ``extend`` hook of :func:`_encode_value` returns for a value it leaves to the JSON codec."""
+
+# Values an ``extend`` hook is never asked about: the JSON types themselves.
+_JSON_TYPES = frozenset({type(None), bool, int, float, str, dict, list})
+
+
+def _encode_value(value: Any, path: str, extend: Callable[[Any, str], Any] | None = None) -> Any:
+    """``value`` as a JSON value, tagged where JSON has no type for it.
+
+    ``extend`` lets another codec (sessionstore.ag2) store its framework's types
+    with its own tags: it is asked first about every value that is not exactly a
+    JSON type (so a ``str`` enum is its to tag, not flattened to a string here),
+    at every depth, and returns the tagged value or :data:`NOT_MINE`.
+    """
+    if extend is not None and type(value) not in _JSON_TYPES:
+        out = extend(value, path)
+        if out is not NOT_MINE:
+            return out
     # Order matters: bool is an int, datetime is a date.
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -108,18 +129,23 @@ def _encode_value(value: Any, path: str) -> Any:
         return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
-            out = {k: _encode_value(v, f"{path}.{k}") for k, v in value.items()}
+            out = {k: _encode_value(v, f"{path}.{k}", extend) for k, v in value.items()}
             if len(out) == 1 and next(iter(out)).startswith("$"):
                 return {"$items": [[k, v] for k, v in out.items()]}
             return out
-        return {"$items": [[_encode_value(k, path), _encode_value(v, path)] for k, v in value.items()]}
+        return {"$items": [[_encode_value(k, path, extend), _encode_value(v, path, extend)] for k, v in value.items()]}
     if isinstance(value, list):
-        return [_encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_encode_value(v, f"{path}[{i}]", extend) for i, v in enumerate(value)]
     if isinstance(value, tuple):
-        return {"$tuple": [_encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+        return {"$tuple": [_encode_value(v, f"{path}[{i}]", extend) for i, v in enumerate(value)]}
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, datetime):
+        zone = value.tzinfo
+        if isinstance(zone, ZoneInfo) or value.fold:
+            # The offset alone would come back as a fixed offset: a named zone (and which of two
+            # repeated wall times, the fold) is kept too, so the datetime comes back as it was.
+            return {"$datetime": [value.isoformat(), zone.key if isinstance(zone, ZoneInfo) else None, value.fold]}
         return {"$datetime": value.isoformat()}
     if isinstance(value, date):
         return {"$date": value.isoformat()}
@@ -146,6 +172,8 @@ def _decode_tag(tag: str, inner: Any) -> Any:
         if tag == "$bytes":
             return base64.b64decode(inner, validate=True)
         if tag == "$datetime":
+            if isinstance(inner, list) and len(inner) == 3:
+                return _zoned(*inner)
             return datetime.fromisoformat(inner)
         if tag == "$date":
             return date.fromisoformat(inner)
@@ -162,28 +190,45 @@ def _decode_tag(tag: str, inner: Any) -> Any:
     raise _Undecodable(f"unknown tag {tag!r}")
 
 
-_parse_tagged = json.JSONDecoder(object_hook=_object_hook).decode
-_parse_plain = json.JSONDecoder().decode
+def _make_parser(object_hook: Callable[[dict[str, Any]], Any]) -> Callable[[str], Any]:
+    """A payload parser whose tags are read by ``object_hook`` (this module's, or one extending it)."""
+    parse_tagged = json.JSONDecoder(object_hook=object_hook).decode
+    parse_plain = json.JSONDecoder().decode
+    # scan_once is set by JSONDecoder.__init__ (the C scanner) but not declared on the class.
+    scan_tagged = cast(Any, json.JSONDecoder(object_hook=object_hook)).scan_once
+    scan_plain = cast(Any, json.JSONDecoder()).scan_once
+
+    def parse(payload: str) -> Any:
+        # Every tag is an object key starting with "$": text without '"$' has none,
+        # and skips a Python call per object. The C scanner is called directly (it
+        # is what json.loads runs, minus two regex passes for surrounding white
+        # space); anything unusual goes through the full decoder for its error.
+        tagged = '"$' in payload
+        try:
+            value, end = (scan_tagged if tagged else scan_plain)(payload, 0)
+        except StopIteration:
+            end = -1
+        if end == len(payload):
+            return value
+        return parse_tagged(payload) if tagged else parse_plain(payload)
+
+    return parse
 
 
-# scan_once is set by JSONDecoder.__init__ (the C scanner) but not declared on the class.
-_scan_tagged = cast(Any, json.JSONDecoder(object_hook=_object_hook)).scan_once
-_scan_plain = cast(Any, json.JSONDecoder()).scan_once
+_parse = _make_parser(_object_hook)
 
 
-def _parse(payload: str) -> Any:
-    # Every tag is an object key starting with "$": text without '"$' has none,
-    # and skips a Python call per object. The C scanner is called directly (it
-    # is what json.loads runs, minus two regex passes for surrounding white
-    # space); anything unusual goes through the full decoder for its error.
-    tagged = '"$' in payload
+def _zoned(iso: str, key: str | None, fold: int) -> datetime:
+    when = datetime.fromisoformat(iso)
+    if key is None:
+        return when.replace(fold=1 if fold else 0)
     try:
-        value, end = (_scan_tagged if tagged else _scan_plain)(payload, 0)
-    except StopIteration:
-        end = -1
-    if end == len(payload):
-        return value
-    return _parse_tagged(payload) if tagged else _parse_plain(payload)
+        zone = ZoneInfo(key)  # a name in the system's time zone database: never a path or a module
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise _Undecodable(f"unknown time zone {key!r}") from exc
+    # The stored offset fixes the instant, the zone gives back its name; the fold is kept as it was
+    # (for a repeated hour it is the one the offset says, and elsewhere Python keeps it all the same).
+    return when.astimezone(zone).replace(fold=1 if fold else 0)
 
 
 def _hashable(key: Any) -> Any:

@@ -95,22 +95,22 @@ def _scripts(location: Path | None) -> ScriptDirectory:
 
 
 def _known(scripts: ScriptDirectory, revision: str) -> bool:
+    """Whether ``revision`` is one of the scripts' ids, exactly (``get_revision`` would take a prefix or ``x@head``)."""
     return any(script.revision == revision for script in scripts.walk_revisions())
 
 
-def _order(scripts: ScriptDirectory) -> list[str]:
-    """Revision ids from base to head (the history is linear)."""
-    return [script.revision for script in reversed(list(scripts.walk_revisions()))]
-
-
 def _resolve(scripts: ScriptDirectory, revision: str) -> str | None:
-    """A revision argument (``head``, ``base`` or an id) as an id; ``None`` for base."""
+    """A revision argument, ``head``, ``base`` or an id, as an id; ``None`` for base.
+
+    Not Alembic's relative forms: ``-1`` would count from the scripts' head, not from the file.
+    """
     if revision == "base":
         return None
     if revision == "head":
         return _head_of(scripts)
-    if revision not in _order(scripts):
-        raise SchemaError(f"no schema revision {revision!r}; known: base, {', '.join(_order(scripts))}, head")
+    if not _known(scripts, revision):
+        known = ", ".join(reversed([script.revision for script in scripts.walk_revisions()]))
+        raise SchemaError(f"no schema revision {revision!r}; known: base, {known}, head")
     return revision
 
 
@@ -121,11 +121,23 @@ def _head_of(scripts: ScriptDirectory) -> str:
     return heads[0]
 
 
-def _too_new(path: Path, revision: str) -> SchemaTooNewError:
-    return SchemaTooNewError(
-        f"{path} is at schema revision {revision!r}, which this sessionstore does not know (it was probably "
-        "written by a newer version); it is refused and left untouched. Upgrade sessionstore to open it."
-    )
+def _lineage(scripts: ScriptDirectory, revision: str | None) -> set[str | None]:
+    """``revision`` and every revision it was built on, down to base (``None``)."""
+    return {None, *(script.revision for script in scripts.iterate_revisions(revision, "base"))}
+
+
+def _refuse_unknown(scripts: ScriptDirectory, path: Path, revision: str | None, populated: bool) -> None:
+    """Refuse, untouched, a file these scripts cannot move: written by a newer version, or not a sessionstore one."""
+    if revision is not None and not _known(scripts, revision):
+        raise SchemaTooNewError(
+            f"{path} is at schema revision {revision!r}, which this sessionstore does not know (it was probably "
+            "written by a newer version); it is refused and left untouched. Upgrade sessionstore to open it."
+        )
+    if revision is None and populated:
+        raise SchemaError(
+            f"{path} has tables but no sessionstore schema revision: it is not a sessionstore database "
+            "(or its alembic_version table was emptied); it was left untouched"
+        )
 
 
 @contextlib.contextmanager
@@ -201,20 +213,13 @@ def _migrate(
     from alembic.config import Config
 
     target = _resolve(scripts, revision)
-    order = [None, *_order(scripts)]
     try:
         with _locked(path, busy_timeout) as conn:
             found, populated = read_revision(cast(sqlite3.Connection, conn.connection.driver_connection), path)
-            if found is not None and found not in order:
-                raise _too_new(path, found)
-            if found is None and populated:
-                raise SchemaError(
-                    f"{path} has tables but no sessionstore schema revision: not a sessionstore database; "
-                    "it was left untouched"
-                )
+            _refuse_unknown(scripts, path, found, populated)
             if found == target:
                 return None  # already there (perhaps another process just migrated it)
-            ahead = order.index(found) > order.index(target)
+            ahead = target in _lineage(scripts, found)  # the file is past the target
             if ahead != (direction == "downgrade"):
                 hint = "downgrade" if ahead else "upgrade"
                 raise SchemaError(f"{path} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
@@ -268,13 +273,7 @@ def prepare_database(
         revision, populated = read_revision(conn, path)
     directory = _scripts(scripts)
     head_revision = _head_of(directory)
-    if revision is not None and not _known(directory, revision):
-        raise _too_new(path, revision)
-    if revision is None and populated:
-        raise SchemaError(
-            f"{path} has tables but no sessionstore schema revision: it is not a sessionstore database "
-            "(or its alembic_version table was emptied); it was left untouched"
-        )
+    _refuse_unknown(directory, path, revision, populated)
     if revision is not None and revision != head_revision and not auto_upgrade:
         raise SchemaOutOfDateError(
             f"{path} is at schema revision {revision}, older than this sessionstore's {head_revision}, and "

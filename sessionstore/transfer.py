@@ -18,10 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import sqlite3
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
@@ -29,8 +32,8 @@ from . import queries, records
 from .admin import writing
 from .codec import ROLES, legacy_description
 from .database import prepare
-from .errors import ImportConflictError, ImportFileError
-from .storage import stamp, utc_text
+from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
+from .storage import SessionRecord, record_row, storable_text, utc_text
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportSummary", "Progress", "export_sessions", "import_sessions"]
 
@@ -105,29 +108,64 @@ def export_sessions(
 ) -> int:
     """``sessionstore export``: the sessions (all when ``prefixes`` is None) as JSON Lines; returns how many.
 
-    A path is written whole or not at all (a temporary file renamed into place).
+    Written where the caller points: a regular file (or a new one) is replaced
+    whole or not at all (a temporary file beside it, renamed into place); a
+    device, a FIFO or a terminal is written in place; the database itself and
+    its companion files are refused before anything is read.
     """
-    with records.reading(db) as conn:
+    path = Path(db).expanduser()
+    named = Path(out).expanduser() if isinstance(out, (str, os.PathLike)) else None
+    target = _destination(named, path) if named is not None else None
+    with records.reading(path) as conn:
         conn.execute("BEGIN")
         ids = records.resolve_all(conn, prefixes) if prefixes is not None else None
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
         lines = _export_lines(conn, ids, progress)
-        if not isinstance(out, (str, os.PathLike)):
+        if named is not None and target is not None:
+            _write(named, target, lines)
+        elif not isinstance(out, (str, os.PathLike)):
             out.writelines(lines)
             out.flush()
-            return count
-        dest = Path(out)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        return count
+
+
+def _destination(out: Path, db: Path) -> Path:
+    """Where an export to ``out`` is written: the file a link points at; never the database or its companions."""
+    target = Path(os.path.realpath(out))
+    for companion in (db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        if target.exists() and companion.exists() and os.path.samefile(target, companion):
+            raise UsageError(
+                f"{out} is {'the database' if companion == db else 'a file of the database'} {db};"
+                " export to another file"
+            )
+    if target.is_dir():
+        raise UsageError(f"{out} is a folder; name a file to export to")
+    if not target.parent.is_dir():
+        raise UsageError(f"{out}: the folder {target.parent} does not exist")
+    return target
+
+
+def _write(out: Path, target: Path, lines: Iterator[str]) -> None:
+    """A regular file (or a new one) whole or not at all; anything else (a device, a FIFO) in place."""
+    try:
+        if target.exists() and not target.is_file():
+            with open(target, "w", encoding="utf-8", newline="\n") as handle:
+                handle.writelines(lines)
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(lines)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, dest)
+            if target.exists():
+                os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))  # replaced, not re-permissioned
+            os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return count
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
 
 
 # -- import -----------------------------------------------------------------------------------------
@@ -166,22 +204,36 @@ _SESSION_DEFAULTS: tuple[tuple[str, type, Any], ...] = (
 _EVENT_FIELDS = {"kind", "session_id", "position", "type", "payload", "created_at", "role", "text", "text_path"}
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# Positions are counted from 0 by whoever wrote the file; far beyond any history, they would stop appends.
+_MAX_POSITION = 2**31 - 1
+# A line is read at most this long (64 Mi characters: an event of tens of megabytes): memory stays bounded.
+MAX_LINE = 64 * 1024 * 1024
 
 
 class _BadLine(Exception):
-    pass
+    """A flaw in the line being read (or, with ``line``, in that line)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def _when(obj: dict[str, Any], key: str) -> datetime:
+    value = obj.get(key)
+    try:
+        when = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None or when.utcoffset() is None:
+        raise _BadLine(f"{key} must be an ISO 8601 timestamp with its UTC offset, got {value!r}")
+    return when
 
 
 def _stamp(obj: dict[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if isinstance(value, str):
-        try:
-            return utc_text(stamp(value))
-        except ValueError:
-            pass
-    raise _BadLine(f"{key} must be an ISO 8601 timestamp, got {value!r}")
+    try:
+        return utc_text(_when(obj, key))
+    except EventEncodeError as exc:
+        raise _BadLine(f"{key}: {exc}") from None
 
 
 def _session_line(obj: dict[str, Any], seen: set[str]) -> tuple[Any, ...]:
@@ -202,17 +254,18 @@ def _session_line(obj: dict[str, Any], seen: set[str]) -> tuple[Any, ...]:
     title = obj.get("title")
     if title is not None and not isinstance(title, str):
         raise _BadLine(f"title must be a string or null, got {title!r}")
-    return (
-        sid,
-        values["cwd"],
-        _compact(values["additional_directories"]),
-        _compact(values["mcp_servers"]),
-        _compact(values["meta"]),
-        title,
-        _stamp(obj, "created_at"),
-        _stamp(obj, "updated_at"),
-        int(values["released"]),
+    record = SessionRecord(
+        session_id=sid,
+        title=title,
+        created_at=_when(obj, "created_at"),
+        updated_at=_when(obj, "updated_at"),
+        **values,
     )
+    try:
+        row = record_row(record)  # exactly what the storage would write, or refused as it would refuse it
+    except StorageError as exc:
+        raise _BadLine(str(exc)) from None
+    return tuple(row[column] for column in _SESSION_COLUMNS)
 
 
 def _event_line(
@@ -225,16 +278,19 @@ def _event_line(
         raise _BadLine("an event must follow the line of its session")
     after = session.events[-1][0] if session.events else -1
     position, type_name, payload = obj.get("position"), obj.get("type"), obj.get("payload")
-    if not isinstance(position, int) or isinstance(position, bool) or position <= after:
-        raise _BadLine(f"position must be an integer above {after}, got {position!r}")
+    if not isinstance(position, int) or isinstance(position, bool) or not after < position <= _MAX_POSITION:
+        raise _BadLine(f"position must be an integer above {after} and below 2**31, got {position!r}")
     if not isinstance(type_name, str) or not type_name:
         raise _BadLine(f"type must be a non-empty string, got {type_name!r}")
     if not isinstance(payload, str):
         raise _BadLine("payload must be the event's JSON text, as a string")
-    try:
-        json.loads(payload)
-    except ValueError:
-        raise _BadLine("payload is not valid JSON text") from None
+    _loads(payload, "payload")
+    for key, value in (("type", type_name), ("payload", payload), ("text", obj.get("text"))):
+        if isinstance(value, str):
+            try:
+                storable_text(value, key)
+            except StorageError as exc:
+                raise _BadLine(str(exc).replace("the session's", "the event's")) from None
     if version == 1:
         role, text, path = legacy_description(type_name, payload)
         text = None if path is not None else text  # stored once, in the payload
@@ -247,6 +303,36 @@ def _event_line(
         if path is not None and (not isinstance(path, str) or not path.startswith("$") or text is not None):
             raise _BadLine(f"text_path must be a JSON path ($...) given instead of text, or null, got {path!r}")
     return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str, what: str) -> Any:
+    """JSON as SQLite's JSON functions read it: no NaN or Infinity, nesting within reason."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise _BadLine(f"the {what} nests too deeply") from None
+    except ValueError as exc:
+        reason = f" ({exc})" if "is not JSON" in str(exc) else ""
+        raise _BadLine(
+            f"the {what} is not valid JSON{reason}" if what != "line" else f"not a JSON object{reason}"
+        ) from None
+
+
+def _lines(handle: IO[str]) -> Iterator[tuple[int, str]]:
+    """The file's numbered lines, each read at most :data:`MAX_LINE` long: a huge line fails, not the machine."""
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE:
+            raise _BadLine(f"the line is longer than {MAX_LINE:,} characters", number)
+        yield number, line
 
 
 def _read_export(path: Path) -> Iterator[_ImportSession]:
@@ -265,13 +351,10 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
     number = 0
     with handle:
         try:
-            for number, text in enumerate(handle, 1):
+            for number, text in _lines(handle):
                 if not text.strip():
                     continue
-                try:
-                    obj = json.loads(text)
-                except ValueError:
-                    raise _BadLine("not a JSON object") from None
+                obj = _loads(text, "line")
                 if not isinstance(obj, dict):
                     raise _BadLine("not a JSON object")
                 if not version:
@@ -298,7 +381,7 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
         except UnicodeDecodeError:
             raise ImportFileError(f"{path} is not UTF-8 text; nothing was imported") from None
         except _BadLine as exc:
-            raise ImportFileError(f"{path} line {number}: {exc}; nothing was imported") from None
+            raise ImportFileError(f"{path} line {exc.line or number}: {exc}; nothing was imported") from None
     if not version:
         raise ImportFileError(f"{path} is empty, not a sessionstore export; nothing was imported")
     if current is not None:
@@ -338,29 +421,43 @@ def import_sessions(
     Idempotent: a session already stored with the same events is left as it is.
     One stored with different events is a :class:`ImportConflictError` (nothing
     imported) unless ``replace``, which replaces it with the file's. The file is
-    checked whole before the database is touched; a missing database is
-    created (as :class:`SQLiteStorage` creates one) only then.
+    checked whole before the database is touched. A missing database is built
+    beside its path (as :class:`SQLiteStorage` creates one) and appears at the
+    path only once it is complete; a failed or interrupted import removes only
+    what it made.
     """
     source_path = Path(source).expanduser()
-    total = sum(1 for _ in _read_export(source_path))
+    total = sum(1 for _ in _read_export(source_path))  # the whole file checked before anything is written
     path = Path(db).expanduser()
-    created = not path.exists()
+    if path.exists():
+        return _import_into(path, source_path, replace, total, progress)
+    # A new database is built beside its final path and linked there only once it is complete, so nobody
+    # (an agent started meanwhile) ever sees it half-made, and a failure removes only this call's own file.
+    building = path.with_name(f".{path.name}.import-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        if created:
-            prepare(path)
-        counts = {"added": 0, "replaced": 0, "unchanged": 0}
-        events = 0
-        with writing(path) as conn:
-            for done, item in enumerate(_read_export(source_path), 1):
-                outcome = _import_one(conn, item, replace)
-                counts[outcome] += 1
-                if outcome != "unchanged":
-                    events += len(item.events)
-                if progress is not None:
-                    progress(done, total)
-        return ImportSummary(events=events, **counts)
-    except BaseException:
-        if created:  # a database this call created and could not fill is not left behind
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        raise
+        prepare(building)
+        summary = _import_into(building, source_path, replace, total, progress)
+        try:
+            os.link(building, path)
+        except FileExistsError:
+            raise ImportConflictError(
+                f"{path} was created by someone else while the import ran; nothing was imported into it"
+            ) from None
+        return summary
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{building}{suffix}").unlink(missing_ok=True)
+
+
+def _import_into(path: Path, source: Path, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
+    counts = {"added": 0, "replaced": 0, "unchanged": 0}
+    events = 0
+    with writing(path) as conn:
+        for done, item in enumerate(_read_export(source), 1):
+            outcome = _import_one(conn, item, replace)
+            counts[outcome] += 1
+            if outcome != "unchanged":
+                events += len(item.events)
+            if progress is not None:
+                progress(done, total)
+    return ImportSummary(events=events, **counts)
