@@ -1,29 +1,35 @@
 """(j) AG2's events through ``SQLiteStorage(path, codec=AG2Codec())`` against sessionstore's own events.
 
 The same conversation twice: once as the events an AG2 agent saves for it,
-once as sessionstore's own events carrying the same text, one for one. A turn
-(a user message, a tool call, its result, the model's answer) is nine AG2
-events, in the order an agent emits them::
+once as sessionstore events carrying the same content, one for one. A turn (a
+user message, a tool call, its result, the model's answer) is nine AG2 events,
+in the order an agent emits them. AG2Codec gives a role (and so a row in the
+full-text index) only to the four that carry the conversation; the copies and
+the telemetry get none. The mirror does the same: sessionstore's own message
+types for those four, and for the others event types registered here (as an
+application registers its own), which JsonCodec describes with no role::
 
-    ModelRequest(TextInput)            UserMessage
-    UsageEvent                         ModelMessage("", metadata=usage)
-    ModelResponse(tool calls, Usage)   ToolCall
-    ToolCallsEvent                     ToolCall
-    ToolCallEvent                      ToolCall
-    ToolResultEvent                    ToolResult
-    ToolResultsEvent                   ToolResult
-    UsageEvent                         ModelMessage("", metadata=usage)
-    ModelResponse(text, Usage)         ModelMessage(text, metadata=usage)
+    ModelRequest(TextInput)            UserMessage                    user
+    UsageEvent                         bench.usage                    -
+    ModelResponse(tool calls, Usage)   bench.model_calls              -
+    ToolCallsEvent                     bench.tool_calls               -
+    ToolCallEvent                      ToolCall                       tool_call
+    ToolResultEvent                    ToolResult                     tool
+    ToolResultsEvent                   bench.tool_results             -
+    UsageEvent                         bench.usage                    -
+    ModelResponse(text, Usage)         ModelMessage(metadata=usage)   assistant
 
-Both are appended one ``save_event`` per event (each returning after its own
-commit, as AG2 saves them) to a fresh file, in interleaved rounds; the paired
-ratio is AG2's time per event over ours.
+So both write nine rows a turn and index the same four texts: the difference
+is the codec's. Both are appended one ``save_event`` per event (each returning
+after its own commit, as AG2 saves them) to a fresh file, in interleaved
+rounds; the paired ratio is AG2's time per event over ours.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -31,6 +37,36 @@ from uuid import uuid4
 from payloads import make_events
 from rounds import Sample
 from workloads import run
+
+from sessionstore import BaseEvent
+
+
+@dataclass(frozen=True)
+class UsageRecord(BaseEvent, type_name="bench.usage"):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    model: str = ""
+    provider: str = ""
+
+
+@dataclass(frozen=True)
+class ModelCalls(BaseEvent, type_name="bench.model_calls"):
+    """A model response that only calls tools (AG2: a ModelResponse with no text)."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    model: str = ""
+    finish_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCalls(BaseEvent, type_name="bench.tool_calls"):
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolResults(BaseEvent, type_name="bench.tool_results"):
+    results: list[dict[str, Any]] = field(default_factory=list)
 
 
 def codec() -> Any:
@@ -64,9 +100,9 @@ def conversation(turns: int) -> tuple[list[Any], list[Any]]:
     for number in range(turns):
         user, call, result, answer = neutral[number * 4 : number * 4 + 4]
         prompt = 900 + 300 * number
-        usages = [Usage(prompt_tokens=prompt, completion_tokens=40, total_tokens=prompt + 40)]
-        usages.append(Usage(prompt_tokens=prompt + 400, completion_tokens=220, total_tokens=prompt + 620))
-        meta = [{"usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}} for u in usages]
+        tokens = [(prompt, 40), (prompt + 400, 220)]
+        usages = [Usage(prompt_tokens=p, completion_tokens=c, total_tokens=p + c) for p, c in tokens]
+        records = [UsageRecord(p, c, p + c, model="gpt-test", provider="openai") for p, c in tokens]
         name, call_id = call.data["name"], call.data["call_id"]
         arguments = json.dumps(call.data["arguments"])
         text = result.data["content"]
@@ -95,18 +131,18 @@ def conversation(turns: int) -> tuple[list[Any], list[Any]]:
                 finish_reason="stop",
             ),
         ]
-        own_call = ss.ToolCall(call_id, name, dict(call.data["arguments"]))
-        own_result = ss.ToolResult(call_id, text)
+        calls = [{"id": call_id, "name": name, "arguments": arguments}]
+        usage = {"prompt_tokens": tokens[1][0], "completion_tokens": tokens[1][1]}
         own += [
             ss.UserMessage(user.data["content"]),
-            ss.ModelMessage("", metadata=meta[0]),
-            ss.ToolCall(call_id, name, dict(call.data["arguments"]), metadata=meta[0]),
-            own_call,
-            own_call,
-            own_result,
-            own_result,
-            ss.ModelMessage("", metadata=meta[1]),
-            ss.ModelMessage(answer.data["content"], metadata=meta[1]),
+            records[0],
+            ModelCalls(calls, model="gpt-test", finish_reason="tool_calls"),
+            ToolCalls(calls),
+            ss.ToolCall(call_id, name, dict(call.data["arguments"])),
+            ss.ToolResult(call_id, text),
+            ToolResults([{"call_id": call_id, "name": name, "content": text}]),
+            records[1],
+            ss.ModelMessage(answer.data["content"], metadata={"usage": usage}),
         ]
     return ag2, own
 

@@ -182,22 +182,22 @@ def memory_table(run: Run) -> str:
     s = run.sizes
     lines = [
         f"| store | RSS before [MiB] | after reading {s.mem_sessions} x {s.mem_events:,} events [MiB] "
-        "| after dropping them + gc [MiB] | kept after the drop [MiB] | peak [MiB] |",
-        "|" + " --- |" * 6,
+        "| after dropping them + gc [MiB] | + malloc_trim [MiB] | kept: trimmed - before [MiB] | peak [MiB] |",
+        "|" + " --- |" * 7,
     ]
     for item in run.loaded:
         cells = run.cells.get(item.key, {})
         first = cells.get("m0")
         if item.problem is not None:
-            lines.append(f"| {item.label} | {item.problem.split(' (')[0]} | | | | |")
+            lines.append(f"| {item.label} | {item.problem.split(' (')[0]} | | | | | |")
         elif first is None or first.problem is not None:
             why = first.problem if first is not None and first.problem else "error"
-            lines.append(f"| {item.label} | {why} | | | | |")
+            lines.append(f"| {item.label} | {why} | | | | | |")
         else:
-            v = {k: (cells[k].value or 0.0) for k in ("m0", "m1", "m2", "mp")}
+            v = {k: (cells[k].value or 0.0) for k in ("m0", "m1", "m2", "m3", "mp")}
             lines.append(
-                f"| {item.label} | {v['m0']:.0f} | {v['m1']:.0f} | {v['m2']:.0f} | {v['m2'] - v['m0']:.0f} "
-                f"| {v['mp']:.0f} |"
+                f"| {item.label} | {v['m0']:.0f} | {v['m1']:.0f} | {v['m2']:.0f} | {v['m3']:.0f} "
+                f"| {v['m3'] - v['m0']:.0f} | {v['mp']:.0f} |"
             )
     return "\n".join(lines)
 

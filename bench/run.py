@@ -215,7 +215,7 @@ def store_workloads(run: report.Run, fresh: w.Fresh, events: list[Any]) -> list[
         Workload("h", ("h", "hw"), sizes.h_rounds, bulk_on_disk, entrant_h),
         Workload("lag", ("la",), sizes.lag_rounds, always, simple(w.sample_lag_a)),
         Workload("lag", ("lb",), sizes.lag_rounds, always, simple(w.sample_lag_b)),
-        Workload("memory", ("m0", "m1", "m2", "mp"), 1, bulk_on_disk, entrant_memory),
+        Workload("memory", ("m0", "m1", "m2", "m3", "mp"), 1, bulk_on_disk, entrant_memory),
     ]
 
 
