@@ -7,7 +7,8 @@ in the order an agent emits them. AG2Codec gives a role (and so a row in the
 full-text index) only to the four that carry the conversation; the copies and
 the telemetry get none. The mirror does the same: sessionstore's own message
 types for those four, and for the others event types registered here (as an
-application registers its own), which JsonCodec describes with no role::
+application registers its own, in ``bench/ag2_own.py``), which JsonCodec
+describes with no role::
 
     ModelRequest(TextInput)            UserMessage                    user
     UsageEvent                         bench.usage                    -
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -37,36 +37,6 @@ from uuid import uuid4
 from payloads import make_events
 from rounds import Sample
 from workloads import run
-
-from sessionstore import BaseEvent
-
-
-@dataclass(frozen=True)
-class UsageRecord(BaseEvent, type_name="bench.usage"):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    model: str = ""
-    provider: str = ""
-
-
-@dataclass(frozen=True)
-class ModelCalls(BaseEvent, type_name="bench.model_calls"):
-    """A model response that only calls tools (AG2: a ModelResponse with no text)."""
-
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    model: str = ""
-    finish_reason: str = ""
-
-
-@dataclass(frozen=True)
-class ToolCalls(BaseEvent, type_name="bench.tool_calls"):
-    calls: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ToolResults(BaseEvent, type_name="bench.tool_results"):
-    results: list[dict[str, Any]] = field(default_factory=list)
 
 
 def codec() -> Any:
@@ -91,6 +61,7 @@ def conversation(turns: int) -> tuple[list[Any], list[Any]]:
         Usage,
         UsageEvent,
     )
+    from ag2_own import ModelCalls, ToolCalls, ToolResults, UsageRecord
 
     import sessionstore as ss
 

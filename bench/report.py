@@ -182,22 +182,23 @@ def memory_table(run: Run) -> str:
     s = run.sizes
     lines = [
         f"| store | RSS before [MiB] | after reading {s.mem_sessions} x {s.mem_events:,} events [MiB] "
-        "| after dropping them + gc [MiB] | + malloc_trim [MiB] | kept: trimmed - before [MiB] | peak [MiB] |",
-        "|" + " --- |" * 7,
+        "| after dropping them + gc [MiB] | + malloc_trim [MiB] | kept while open: trimmed - before [MiB] "
+        "| after closing the store [MiB] | peak [MiB] |",
+        "|" + " --- |" * 8,
     ]
     for item in run.loaded:
         cells = run.cells.get(item.key, {})
         first = cells.get("m0")
         if item.problem is not None:
-            lines.append(f"| {item.label} | {item.problem.split(' (')[0]} | | | | | |")
+            lines.append(f"| {item.label} | {item.problem.split(' (')[0]} | | | | | | |")
         elif first is None or first.problem is not None:
             why = first.problem if first is not None and first.problem else "error"
-            lines.append(f"| {item.label} | {why} | | | | | |")
+            lines.append(f"| {item.label} | {why} | | | | | | |")
         else:
-            v = {k: (cells[k].value or 0.0) for k in ("m0", "m1", "m2", "m3", "mp")}
+            v = {k: (cells[k].value or 0.0) for k in ("m0", "m1", "m2", "m3", "m4", "mp")}
             lines.append(
                 f"| {item.label} | {v['m0']:.0f} | {v['m1']:.0f} | {v['m2']:.0f} | {v['m3']:.0f} "
-                f"| {v['m3'] - v['m0']:.0f} | {v['mp']:.0f} |"
+                f"| {v['m3'] - v['m0']:.0f} | {v['m4']:.0f} | {v['mp']:.0f} |"
             )
     return "\n".join(lines)
 
@@ -453,9 +454,11 @@ def chart(run: Run, path: Path, stamp: str) -> str | None:
         ax.set_yticks(list(ys), labels, fontsize=8)
         ax.invert_yaxis()
         shown = [x for x in values if x]
-        ax.set_xscale("log")
-        if shown:  # room for the value labels right of the longest bar
-            ax.set_xlim(right=max(shown) * 6)
+        if shown and max(shown) / min(shown) > 10:
+            ax.set_xscale("log")
+            ax.set_xlim(right=max(shown) * 6)  # room for the value labels right of the longest bar
+        elif shown:
+            ax.set_xlim(0, max(shown) * 1.4)
         better = "higher" if m.higher else "lower"
         ax.set_title(f"{m.title} [{m.unit}]\n{better} is better; whiskers: min-max over rounds", fontsize=9)
         for y, value, item in zip(ys, values, loaded, strict=True):

@@ -215,7 +215,7 @@ def store_workloads(run: report.Run, fresh: w.Fresh, events: list[Any]) -> list[
         Workload("h", ("h", "hw"), sizes.h_rounds, bulk_on_disk, entrant_h),
         Workload("lag", ("la",), sizes.lag_rounds, always, simple(w.sample_lag_a)),
         Workload("lag", ("lb",), sizes.lag_rounds, always, simple(w.sample_lag_b)),
-        Workload("memory", ("m0", "m1", "m2", "m3", "mp"), 1, bulk_on_disk, entrant_memory),
+        Workload("memory", ("m0", "m1", "m2", "m3", "m4", "mp"), 1, bulk_on_disk, entrant_memory),
     ]
 
 
@@ -360,8 +360,9 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         f"loop lag {sizes.lag_rounds}"
     )
     mode = " (smoke mode: tiny sizes, not a measurement)" if run.smoke else ""
+    command = " ".join(["python3 bench/run.py", *(a for a in argv if a != "--here")])
     text = [
-        f"Run {stamp} on {machine()}{mode}: `python3 bench/run.py {' '.join(argv)}`".rstrip() + ".",
+        f"Run {stamp} on {machine()}{mode}: `{command}`.",
         f"Load average (1/5/15 min) before: {load_before}, after: {load_average()}; "
         f"took {(datetime.now(UTC) - started).total_seconds() / 60:.1f} min.",
         "",
@@ -393,7 +394,8 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         "",
         f"Memory (a fresh process per store; files of {sizes.mem_sessions} sessions x {sizes.mem_events:,} events "
         f"of ~1 KiB, written by each store's bulk write): resident memory after opening the store, after reading "
-        "every session once (all held), and after dropping them and collecting garbage.",
+        "every session once (all held), after dropping them and collecting garbage, after `malloc_trim(0)` (glibc "
+        "hands back the free memory it holds), and after closing the store (+ gc, malloc_trim).",
         "",
         report.memory_table(run),
         "",

@@ -24,7 +24,7 @@ PEERS = {
     "langgraph": "LangGraph AsyncSqliteSaver",
 }
 WORKLOADS = ["a", "b", "c", "d", "e0", "e1", "e2", "f", "g", "h", "hw", "la", "lb"]
-MEMORY = ["m0", "m1", "m2", "m3", "mp"]
+MEMORY = ["m0", "m1", "m2", "m3", "m4", "mp"]
 
 
 @pytest.fixture(scope="module")
