@@ -120,7 +120,8 @@ def interleave(
         cells = got[entrant.key]
         failed = failures[entrant.key]
         if not cells:
-            got[entrant.key] = {"*": Cell(problem=stopped.get(entrant.key) or f"error: {failed[-1:]}")}
+            why = stopped.get(entrant.key) or (f"error: {failed[-1]}" if failed else "error: no sample")
+            got[entrant.key] = {"*": Cell(problem=why)}
             continue
         for cell in cells.values():
             cell.value = statistics.median(cell.samples)

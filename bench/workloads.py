@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -504,7 +503,3 @@ def worker_append(key: str, path: str, session: str, count: int) -> None:
         print(json.dumps({"start": start, "end": end}), flush=True)
 
     asyncio.run(main())
-
-
-def median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
