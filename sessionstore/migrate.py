@@ -49,6 +49,7 @@ __all__ = [
     "downgrade",
     "head",
     "history",
+    "locked",
     "prepare_database",
     "script_location",
     "upgrade",
@@ -58,7 +59,7 @@ UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
 
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
 # around each run: two threads migrating two files at once would tear them.
-# (Two processes are kept apart by SQLite's lock, see _locked.)
+# (Two processes are kept apart by SQLite's lock, see locked.)
 _ALEMBIC = threading.Lock()
 
 Direction = Literal["upgrade", "downgrade"]
@@ -141,7 +142,7 @@ def _refuse_unknown(scripts: ScriptDirectory, path: Path, revision: str | None, 
 
 
 @contextlib.contextmanager
-def _locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
+def locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
     """A connection inside ``BEGIN IMMEDIATE``: the migration lock, held until the block ends.
 
     The caller commits; leaving the block any other way rolls back.
@@ -214,7 +215,7 @@ def _migrate(
 
     target = _resolve(scripts, revision)
     try:
-        with _locked(path, busy_timeout) as conn:
+        with locked(path, busy_timeout) as conn:
             found, populated = read_revision(cast(sqlite3.Connection, conn.connection.driver_connection), path)
             _refuse_unknown(scripts, path, found, populated)
             if found == target:
