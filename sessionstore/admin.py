@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import queries, records
-from .database import BUSY_TIMEOUT, HEAD, connect, read_revision, transaction
+from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction
 from .errors import SchemaError, UsageError, from_sqlite
 from .storage import SessionRecord, utc_text
 
@@ -55,6 +55,7 @@ def writing(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[s
     path = Path(db).expanduser()
     conn = connect(path, busy_timeout=busy_timeout, check_tables=True)
     try:
+        check_private(path)
         revision = read_revision(conn, path)[0]
         if revision != HEAD:
             raise SchemaError(
