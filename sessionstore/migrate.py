@@ -24,6 +24,7 @@ second event loop inside that thread would only complicate.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import sqlite3
 import stat
@@ -175,33 +176,40 @@ def locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
 
 
 def _backup(path: Path, revision: str, busy_timeout: float) -> Path:
-    """Copy the database beside itself, consistent (taken under the write lock) and private (0600)."""
+    """Copy the database beside itself, consistent (taken under the write lock) and private (0600).
+
+    Written under a hidden name and renamed once complete and on disk: a backup
+    is a database or it is absent. A copy left by a process killed mid-way is
+    removed here, the next time a backup is taken.
+    """
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.backing-up-*"):
+        stale.unlink(missing_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = path.with_name(f"{path.name}.bak-{revision}-{stamp}")
     target, number = base, 1
-    while True:
-        try:
-            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
-            break
-        except FileExistsError:
-            number += 1
-            target = base.with_name(f"{base.name}-{number}")
+    while target.exists():
+        number += 1
+        target = base.with_name(f"{base.name}-{number}")
+    partial = path.with_name(f".{path.name}.backing-up-{os.getpid()}")
     try:
+        os.close(os.open(partial, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
         # Read through a second connection: SQLite's backup API cannot read from
         # the connection that holds the write transaction. Nothing has been
         # written yet, so what it reads is what was committed.
-        with contextlib.closing(sqlite3.connect(path, timeout=busy_timeout)) as source:
-            with contextlib.closing(sqlite3.connect(target)) as copy:
+        with contextlib.closing(connect(path, busy_timeout=busy_timeout, write=False)) as source:
+            with contextlib.closing(connect(partial, busy_timeout=busy_timeout, create=True)) as copy:
                 source.backup(copy)
-        with open(target, "rb") as handle:
+        with open(partial, "rb") as handle:
             os.fsync(handle.fileno())
+        os.link(partial, target)  # never over an existing file
+        partial.unlink()
         directory = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
         finally:
             os.close(directory)
     except (sqlite3.Error, OSError) as exc:
-        target.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         raise from_sqlite(exc, target) from exc
     return target
 
