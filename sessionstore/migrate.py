@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib
 import os
 import sqlite3
 import stat
@@ -32,7 +33,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection
@@ -51,12 +52,17 @@ __all__ = [
     "head",
     "history",
     "locked",
+    "objects_at_head",
     "prepare_database",
     "script_location",
     "upgrade",
 ]
 
 UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
+
+OBJECTS_AT_HEAD = ("0001.COUNTING", "0003.INSPECTION")
+"""The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
+(``migrations/sqlobjects.py``). A revision that replaces one names its new definition here."""
 
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
 # around each run: two threads migrating two files at once would tear them.
@@ -324,6 +330,23 @@ def current(path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT)
             return read_revision(conn, file)[0]
         except sqlite3.Error as exc:
             raise from_sqlite(exc, file) from exc
+
+
+def objects_at_head(*, scripts: Path | None = None) -> dict[str, str]:
+    """Each object a file at head has (view, trigger, full-text table), by name: the statement that makes it.
+
+    What ``sessionstore check`` compares a file with, and what ``check --repair`` runs to put one back.
+    """
+    # The revisions' own module (shipped as sessionstore.migrations, a package the type checker is not given).
+    sqlobjects: Any = importlib.import_module("sessionstore.migrations.sqlobjects")
+    directory = _scripts(scripts)
+    objects: dict[str, str] = {}
+    for name in OBJECTS_AT_HEAD:
+        for statement in sqlobjects.find(directory, name, sqlobjects.SQLObject).create(directory):
+            words = statement.split(None, 4)
+            if words[0] == "CREATE":  # CREATE VIEW x / CREATE TRIGGER x / CREATE VIRTUAL TABLE x (not its 'rebuild')
+                objects[words[3] if words[1] == "VIRTUAL" else words[2]] = statement
+    return objects
 
 
 def history(*, scripts: Path | None = None) -> list[tuple[str, str | None, str]]:
