@@ -470,6 +470,6 @@ class SQLiteStorage:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
-        """Sessions newest first (``updated_at``, then id), ``limit`` at a time."""
+        """Sessions newest first by creation (then id), ``limit`` at a time (see :func:`records.session_page`)."""
         check_limit(limit)
         return await self._read(lambda conn: records.session_page(conn, cwd=cwd, cursor=cursor, limit=limit))
