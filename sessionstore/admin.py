@@ -12,32 +12,64 @@ effect of, say, deleting a session.
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from . import queries, records
-from .database import BUSY_TIMEOUT, HEAD, connect, read_revision, transaction
+from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction
 from .errors import SchemaError, UsageError, from_sqlite
 from .storage import SessionRecord, utc_text
 
-__all__ = ["CheckReport", "check", "delete_sessions", "parse_age", "prune", "set_title", "writing"]
+__all__ = [
+    "BATCH_SECONDS",
+    "CheckReport",
+    "check",
+    "delete_sessions",
+    "in_batches",
+    "parse_age",
+    "prune",
+    "set_title",
+    "writable",
+    "writing",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
 class CheckReport:
+    """What ``sessionstore check`` found; every list is empty (``integrity`` is ``["ok"]``) on a healthy file.
+
+    ``schema_objects``: views and triggers missing or not as this version
+    defines them; ``search_index``: events the full-text index cannot find, or
+    its errors. Both are what ``check --repair`` mends; ``repaired`` says what it did.
+    """
+
     integrity: list[str]
     foreign_keys: list[str]
     revision: str | None
     head: str = HEAD
+    schema_objects: list[str] = field(default_factory=list)
+    search_index: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.integrity == ["ok"] and not self.foreign_keys and self.revision == self.head
+        return (
+            self.integrity == ["ok"]
+            and not self.foreign_keys
+            and self.revision == self.head
+            and not self.schema_objects
+            and not self.search_index
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,35 +78,90 @@ class CheckReport:
             "foreign_keys": self.foreign_keys,
             "revision": self.revision,
             "head": self.head,
+            "schema_objects": self.schema_objects,
+            "search_index": self.search_index,
+            "repaired": self.repaired,
         }
 
 
 @contextlib.contextmanager
-def writing(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
-    """One write transaction on an existing file at the expected schema revision: all or nothing."""
+def writable(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    """A connection to an existing file at the expected schema revision, the user's own, to write to."""
     path = Path(db).expanduser()
     conn = connect(path, busy_timeout=busy_timeout, check_tables=True)
     try:
+        check_private(path)
         revision = read_revision(conn, path)[0]
         if revision != HEAD:
             raise SchemaError(
                 f"{path} is at schema revision {revision!r}, this sessionstore writes {HEAD!r};"
                 " run `sessionstore db upgrade` first"
             )
-        with transaction(conn, path):
-            yield conn
+        yield conn
     except sqlite3.Error as exc:
         raise from_sqlite(exc, path) from exc
     finally:
         conn.close()
 
 
+@contextlib.contextmanager
+def writing(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    """One short write transaction on an existing file (see :func:`writable`): all or nothing."""
+    with writable(db, busy_timeout=busy_timeout) as conn, transaction(conn, Path(db)):
+        yield conn
+
+
+BATCH_SECONDS = 0.025
+"""How long one transaction of a long command (prune, delete, import) may hold the write lock."""
+PAUSE_SECONDS = 0.030
+"""How long the lock is then left free. Longer than a batch, and longer than the first waits of SQLite's busy
+handler (1, 2, 5, 10, 15, 20 ms...), so an agent waiting to append gets it at its next try: its write never waits
+much more than one batch, however large the command's work."""
+
+
+def in_batches(
+    conn: sqlite3.Connection, path: Path, items: Iterable[T], apply: Callable[[sqlite3.Connection, T], R]
+) -> Iterator[R]:
+    """``apply`` each item in turn, in as many short transactions as it takes, each of whole items.
+
+    Maintenance never starves an agent: no transaction holds the lock past
+    :data:`BATCH_SECONDS`, and between two the lock is free. An interrupted run
+    has applied whole items only.
+    """
+    remaining = iter(items)
+    done = False
+    while not done:
+        results: list[R] = []
+        with transaction(conn, path):
+            started = time.monotonic()
+            while time.monotonic() - started < BATCH_SECONDS:
+                item = next(remaining, _END)
+                if item is _END:
+                    done = True
+                    break
+                results.append(apply(conn, cast(T, item)))
+        yield from results
+        if not done:
+            time.sleep(PAUSE_SECONDS)
+
+
+_END: Any = object()
+
+
+def _delete(conn: sqlite3.Connection, sid: str) -> str:
+    conn.execute(queries.DELETE_SESSION, {"sid": sid})
+    return sid
+
+
 def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[str]:
-    """``sessionstore delete``: the sessions (ids or unique prefixes) and their events, all or none; the full ids."""
-    with writing(db) as conn:
+    """``sessionstore delete``: the sessions (ids or unique prefixes) and their events; the full ids.
+
+    Every prefix is resolved before anything is deleted (one that matches none
+    or several deletes nothing); then whole sessions go, in short transactions.
+    """
+    with writable(db) as conn:
         ids = records.resolve_all(conn, prefixes)
-        conn.executemany(queries.DELETE_SESSION, [{"sid": sid} for sid in ids])
-        return ids
+        return list(in_batches(conn, Path(db), ids, _delete))
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -106,7 +193,8 @@ def prune(
 ) -> list[SessionRecord]:
     """``sessionstore prune``: released sessions not updated for ``older_than``; deleted unless ``dry_run``.
 
-    A session still held by a registry (not released) is never pruned, however old.
+    A session still held by a registry (not released) is never pruned, however old. Whole sessions
+    go in short transactions (:func:`in_batches`), so an agent writing meanwhile is never starved.
     """
     try:
         cutoff = utc_text(datetime.now(UTC) - older_than)
@@ -115,10 +203,9 @@ def prune(
     if dry_run:
         with records.reading(db) as conn:
             return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
-    with writing(db) as conn:
+    with writable(db) as conn:
         doomed = list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
-        for done, record in enumerate(doomed, 1):
-            conn.execute(queries.DELETE_SESSION, {"sid": record.session_id})
+        for done, _ in enumerate(in_batches(conn, Path(db), [r.session_id for r in doomed], _delete), 1):
             if progress is not None:
                 progress(done, len(doomed))
         return doomed
@@ -132,12 +219,100 @@ def set_title(db: str | Path, prefix: str, title: str | None) -> str:
         return sid
 
 
-def check(db: str | Path) -> CheckReport:
-    """``sessionstore check``: SQLite's integrity and foreign-key checks, and the revision against this version's."""
+SAMPLES = 200
+"""How many events with text the search check looks up in the full-text index."""
+
+
+def check(db: str | Path, *, repair: bool = False) -> CheckReport:
+    """``sessionstore check``: is the file whole, and does everything ``search`` and the views depend on work?
+
+    SQLite's integrity and foreign-key checks; the schema revision; the views
+    and triggers against this version's definitions; and the full-text index,
+    by looking up :data:`SAMPLES` events spread over the file by a word of
+    their own (an index whose pages were damaged no longer finds them, though
+    SQLite's checks pass). Reads only: an agent writing meanwhile is not held up.
+
+    With ``repair``, puts back what is missing or altered (views and triggers,
+    from this version's definitions) and rebuilds the index, in one
+    transaction, then checks again.
+    """
     with records.reading(db) as conn:
         integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
         foreign = [
             f"{table} row {rowid} points at a missing {parent} row"
             for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")
         ]
-        return CheckReport(integrity, foreign, read_revision(conn)[0])
+        revision = read_revision(conn)[0]
+        current = revision == HEAD
+        altered = _altered_objects(conn) if current else []
+        index = _index_problems(conn) if current and not any("events_fts" in name for name in altered) else []
+    report = CheckReport(integrity, foreign, revision, schema_objects=altered, search_index=index)
+    if not repair or not (altered or index):
+        return report
+    repaired = _repair(Path(db), altered)
+    return replace(check(db), repaired=repaired)
+
+
+def _altered_objects(conn: sqlite3.Connection) -> list[str]:
+    from .migrate import objects_at_head  # loads Alembic: check is not a command that must answer at once
+
+    stored = {str(name): str(sql) for name, sql in conn.execute("SELECT name, sql FROM sqlite_master")}
+    problems = []
+    for name, statement in objects_at_head().items():
+        if name not in stored:
+            problems.append(f"{name} is missing")
+        elif " ".join(stored[name].split()) != " ".join(statement.split()):
+            problems.append(f"{name} is not as this sessionstore defines it")
+    for view in ("transcript", "session_overview"):
+        if view in stored:
+            try:
+                conn.execute(f"SELECT * FROM {view} LIMIT 1").fetchall()
+            except sqlite3.Error as exc:
+                problems.append(f"{view} cannot be read ({exc})")
+    return problems
+
+
+# The first event with text from a random id on: samples spread over the whole file, each one index lookup.
+_SAMPLE = "SELECT event_id, text FROM transcript WHERE event_id >= ? AND text IS NOT NULL ORDER BY event_id LIMIT 1"
+
+
+def _index_problems(conn: sqlite3.Connection) -> list[str]:
+    """Events the full-text index should find by a word of theirs and does not (or its errors)."""
+    low, high = conn.execute("SELECT min(id), max(id) FROM events").fetchone()
+    if low is None:
+        return []
+    rng = random.Random(low * 31 + high)  # the same events each time for the same file
+    missing: list[int] = []
+    try:
+        for _ in range(SAMPLES):
+            row = conn.execute(_SAMPLE, (rng.randint(low, high),)).fetchone()
+            words = re.findall(r"\w+", row[1]) if row is not None else []
+            if not words:
+                continue
+            query = f'"{max(words, key=len)}"'
+            found = conn.execute("SELECT 1 FROM events_fts WHERE events_fts MATCH ? AND rowid = ?", (query, row[0]))
+            if found.fetchone() is None:
+                missing.append(int(row[0]))
+    except sqlite3.Error as exc:
+        return [f"the full-text index cannot be searched ({exc})"]
+    if not missing:
+        return []
+    shown = ", ".join(map(str, sorted(set(missing))[:5]))
+    return [f"the full-text index does not find {len(set(missing))} of the events checked (events.id {shown}...)"]
+
+
+def _repair(path: Path, altered: list[str]) -> list[str]:
+    from .migrate import objects_at_head
+
+    objects = objects_at_head()
+    names = [problem.split()[0] for problem in altered]
+    done = []
+    with writing(path) as conn:
+        for name in names:
+            kind = "TABLE" if name == "events_fts" else objects[name].split()[1]
+            conn.execute(f"DROP {kind} IF EXISTS {name}")
+            conn.execute(objects[name])
+            done.append(f"made {name} again")
+        conn.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+        done.append("rebuilt the full-text index")
+    return done

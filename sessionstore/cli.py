@@ -344,17 +344,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from . import admin
 
-    report = admin.check(args.db)
+    report = admin.check(args.db, repair=args.repair)
     if args.json:
         _print_json(report.to_json())
         return 0 if report.ok else 1
+    for done in report.repaired:
+        print(f"repaired      {done}")
     integrity = "ok" if report.integrity == ["ok"] else "; ".join(report.integrity[:10])
     print(f"integrity     {integrity}")
     print(f"foreign keys  {'ok' if not report.foreign_keys else '; '.join(report.foreign_keys[:10])}")
     behind = "ok" if report.revision == report.head else f"expected {report.head}: run `{PROG} db upgrade`"
     print(f"revision      {report.revision} ({behind})")
-    print("ok" if report.ok else "NOT OK")
-    return 0 if report.ok else 1
+    print(f"views         {'ok' if not report.schema_objects else '; '.join(report.schema_objects)}")
+    print(f"search index  {'ok' if not report.search_index else '; '.join(report.search_index)}")
+    if report.ok:
+        print("ok")
+        return 0
+    mendable = (report.schema_objects or report.search_index) and not report.repaired
+    print(f"NOT OK{f': run `{PROG} check --repair` to put the views back and rebuild the index' if mendable else ''}")
+    return 1
 
 
 def _existing(path: Path) -> Path:
@@ -471,7 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("stats", cmd_stats, "counts, file size and schema revision")
     p.add_argument("--json", action="store_true", help="JSON output")
 
-    p = command("check", cmd_check, "integrity and foreign-key checks, schema revision")
+    p = command("check", cmd_check, "integrity, foreign keys, schema revision, views and the search index")
+    p.add_argument("--repair", action="store_true", help="put back altered views and triggers, rebuild the index")
     p.add_argument("--json", action="store_true", help="JSON output")
 
     p = command("db", cmd_db, "schema migrations")

@@ -24,6 +24,8 @@ second event loop inside that thread would only complicate.
 from __future__ import annotations
 
 import contextlib
+import glob
+import importlib
 import os
 import sqlite3
 import stat
@@ -31,7 +33,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection
@@ -49,6 +51,8 @@ __all__ = [
     "downgrade",
     "head",
     "history",
+    "locked",
+    "objects_at_head",
     "prepare_database",
     "script_location",
     "upgrade",
@@ -56,9 +60,13 @@ __all__ = [
 
 UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
 
+OBJECTS_AT_HEAD = ("0001.COUNTING", "0003.INSPECTION")
+"""The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
+(``migrations/sqlobjects.py``). A revision that replaces one names its new definition here."""
+
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
 # around each run: two threads migrating two files at once would tear them.
-# (Two processes are kept apart by SQLite's lock, see _locked.)
+# (Two processes are kept apart by SQLite's lock, see locked.)
 _ALEMBIC = threading.Lock()
 
 Direction = Literal["upgrade", "downgrade"]
@@ -141,7 +149,7 @@ def _refuse_unknown(scripts: ScriptDirectory, path: Path, revision: str | None, 
 
 
 @contextlib.contextmanager
-def _locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
+def locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
     """A connection inside ``BEGIN IMMEDIATE``: the migration lock, held until the block ends.
 
     The caller commits; leaving the block any other way rolls back.
@@ -174,33 +182,40 @@ def _locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
 
 
 def _backup(path: Path, revision: str, busy_timeout: float) -> Path:
-    """Copy the database beside itself, consistent (taken under the write lock) and private (0600)."""
+    """Copy the database beside itself, consistent (taken under the write lock) and private (0600).
+
+    Written under a hidden name and renamed once complete and on disk: a backup
+    is a database or it is absent. A copy left by a process killed mid-way is
+    removed here, the next time a backup is taken.
+    """
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.backing-up-*"):
+        stale.unlink(missing_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = path.with_name(f"{path.name}.bak-{revision}-{stamp}")
     target, number = base, 1
-    while True:
-        try:
-            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
-            break
-        except FileExistsError:
-            number += 1
-            target = base.with_name(f"{base.name}-{number}")
+    while target.exists():
+        number += 1
+        target = base.with_name(f"{base.name}-{number}")
+    partial = path.with_name(f".{path.name}.backing-up-{os.getpid()}")
     try:
+        os.close(os.open(partial, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
         # Read through a second connection: SQLite's backup API cannot read from
         # the connection that holds the write transaction. Nothing has been
         # written yet, so what it reads is what was committed.
-        with contextlib.closing(sqlite3.connect(path, timeout=busy_timeout)) as source:
-            with contextlib.closing(sqlite3.connect(target)) as copy:
+        with contextlib.closing(connect(path, busy_timeout=busy_timeout, write=False)) as source:
+            with contextlib.closing(connect(partial, busy_timeout=busy_timeout, create=True)) as copy:
                 source.backup(copy)
-        with open(target, "rb") as handle:
+        with open(partial, "rb") as handle:
             os.fsync(handle.fileno())
+        os.link(partial, target)  # never over an existing file
+        partial.unlink()
         directory = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
         finally:
             os.close(directory)
     except (sqlite3.Error, OSError) as exc:
-        target.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         raise from_sqlite(exc, target) from exc
     return target
 
@@ -214,7 +229,7 @@ def _migrate(
 
     target = _resolve(scripts, revision)
     try:
-        with _locked(path, busy_timeout) as conn:
+        with locked(path, busy_timeout) as conn:
             found, populated = read_revision(cast(sqlite3.Connection, conn.connection.driver_connection), path)
             _refuse_unknown(scripts, path, found, populated)
             if found == target:
@@ -315,6 +330,23 @@ def current(path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT)
             return read_revision(conn, file)[0]
         except sqlite3.Error as exc:
             raise from_sqlite(exc, file) from exc
+
+
+def objects_at_head(*, scripts: Path | None = None) -> dict[str, str]:
+    """Each object a file at head has (view, trigger, full-text table), by name: the statement that makes it.
+
+    What ``sessionstore check`` compares a file with, and what ``check --repair`` runs to put one back.
+    """
+    # The revisions' own module (shipped as sessionstore.migrations, a package the type checker is not given).
+    sqlobjects: Any = importlib.import_module("sessionstore.migrations.sqlobjects")
+    directory = _scripts(scripts)
+    objects: dict[str, str] = {}
+    for name in OBJECTS_AT_HEAD:
+        for statement in sqlobjects.find(directory, name, sqlobjects.SQLObject).create(directory):
+            words = statement.split(None, 4)
+            if words[0] == "CREATE":  # CREATE VIEW x / CREATE TRIGGER x / CREATE VIRTUAL TABLE x (not its 'rebuild')
+                objects[words[3] if words[1] == "VIRTUAL" else words[2]] = statement
+    return objects
 
 
 def history(*, scripts: Path | None = None) -> list[tuple[str, str | None, str]]:

@@ -103,9 +103,12 @@ class Session(Base):
         # AUTOINCREMENT: a deleted session's integer id is never reused, so a
         # cached (id, revision) pair can never match a different conversation.
         CheckConstraint("length(session_id) = 32 AND session_id NOT GLOB '*[^0-9a-f]*'", name="session_id_hex"),
-        # session/list: newest first, optionally for one cwd.
+        # The command line's list: last active first, optionally for one cwd.
         Index(None, "updated_at", "session_id"),
         Index(None, "cwd", "updated_at"),
+        # session/list: pages newest first by creation, which never moves a session between pages.
+        Index(None, "created_at", "session_id"),
+        Index(None, "cwd", "created_at"),
         {"sqlite_autoincrement": True},
     )
 

@@ -120,21 +120,24 @@ OVERVIEW = (
 )
 
 
-def list_sessions(*, cwd: bool, after: bool, limit: bool, where: str = "") -> str:
-    """Sessions newest first (``updated_at``, then id), keyset-paged after ``(:before, :before_id)``.
+def list_sessions(*, cwd: bool, after: bool, limit: bool, where: str = "", order: str = "updated_at") -> str:
+    """Sessions newest first by ``order`` (``updated_at`` or ``created_at``, then id), keyset-paged after
+    ``(:before, :before_id)``.
 
     One statement in a few shapes (with or without a ``cwd``, a cursor, a
     limit), each able to use its index; ``where`` adds a condition of the caller's.
     """
+    if order not in ("updated_at", "created_at"):
+        raise ValueError(f"sessions are listed by updated_at or created_at, not {order!r}")
     conditions = [where] if where else []
     if cwd:
         conditions.append("cwd = :cwd")
     if after:
-        conditions.append("(updated_at < :before OR (updated_at = :before AND session_id < :before_id))")
+        conditions.append(f"({order} < :before OR ({order} = :before AND session_id < :before_id))")
     sql = OVERVIEW
     if conditions:
         sql += " WHERE " + " AND ".join(conditions)
-    sql += " ORDER BY updated_at DESC, session_id DESC"
+    sql += f" ORDER BY {order} DESC, session_id DESC"
     if limit:
         sql += " LIMIT :limit"
     return sql

@@ -212,13 +212,20 @@ def iter_sessions(
 def session_page(
     conn: sqlite3.Connection, *, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
 ) -> SessionPage:
-    """One page of sessions, newest first, after ``cursor`` (see :class:`~sessionstore.SessionCatalog`)."""
+    """One page of sessions, newest first by creation, after ``cursor`` (see :class:`~sessionstore.SessionCatalog`).
+
+    By creation, not last activity: ``created_at`` never changes, so a walk
+    through the pages lists every session that exists for the whole walk
+    exactly once, however sessions are written meanwhile.
+    """
     check_limit(limit)
     params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else limit + 1}
     if cursor is not None:
         when, after = decode_cursor(cursor)
         params.update(before=utc_text(when), before_id=after)
-    sql = queries.list_sessions(cwd=cwd is not None, after=cursor is not None, limit=limit is not None)
+    sql = queries.list_sessions(
+        cwd=cwd is not None, after=cursor is not None, limit=limit is not None, order="created_at"
+    )
     rows = [record_of(row) for row in conn.execute(_overview(conn, sql), params)]
     return page_of(rows, limit)
 

@@ -410,7 +410,7 @@ class SessionStore:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
-        """Sessions newest first, for ACP's ``session/list``, retained ones included.
+        """Sessions newest first by creation, for ACP's ``session/list``, retained ones included.
 
         From the storage's records when it keeps them; otherwise only the live
         sessions of this registry can be listed.

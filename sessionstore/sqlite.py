@@ -110,6 +110,9 @@ class SQLiteStorage:
     long (seconds) a write waits for another process's write lock.
     ``max_pages`` caps the file's size in pages (SQLite's ``max_page_count``):
     a write past it fails whole with :class:`~sessionstore.DatabaseFullError`.
+    A file (or ``-wal``/``-shm``) owned by another user or writable by others
+    is refused with :class:`~sessionstore.UnsafeFileError` unless
+    ``allow_shared_file``.
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class SQLiteStorage:
         auto_upgrade: bool = True,
         read_pool_size: int = 4,
         max_pages: int | None = None,
+        allow_shared_file: bool = False,
     ) -> None:
         if synchronous not in SYNCHRONOUS:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
@@ -137,6 +141,7 @@ class SQLiteStorage:
         self.codec: Codec = codec if codec is not None else JsonCodec()
         self.auto_upgrade = auto_upgrade
         self.max_pages = max_pages
+        self.allow_shared_file = allow_shared_file
         self._read_pool_size = read_pool_size
         self._lane: WriteLane | None = None
         self._readers: ThreadPoolExecutor | None = None
@@ -190,7 +195,12 @@ class SQLiteStorage:
             return self._lane
 
     def _prepare(self) -> None:
-        prepare(self.path, auto_upgrade=self.auto_upgrade, busy_timeout=self.busy_timeout)
+        prepare(
+            self.path,
+            auto_upgrade=self.auto_upgrade,
+            busy_timeout=self.busy_timeout,
+            allow_shared_file=self.allow_shared_file,
+        )
         self._idle_readers.put(self._reader())
 
     def _connection(self) -> sqlite3.Connection:
@@ -460,6 +470,6 @@ class SQLiteStorage:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
-        """Sessions newest first (``updated_at``, then id), ``limit`` at a time."""
+        """Sessions newest first by creation (then id), ``limit`` at a time (see :func:`records.session_page`)."""
         check_limit(limit)
         return await self._read(lambda conn: records.session_page(conn, cwd=cwd, cursor=cursor, limit=limit))

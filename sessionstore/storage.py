@@ -136,12 +136,18 @@ class SessionCatalog(Protocol):
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
-    ) -> SessionPage: ...
+    ) -> SessionPage:
+        """Sessions newest first by creation, ``limit`` at a time, from after ``cursor``.
+
+        By creation time, which never changes: paging through while sessions
+        are written lists each session that exists for the whole walk exactly once.
+        """
+        ...
 
 
-def encode_cursor(updated_at: datetime, session_id: str) -> str:
+def encode_cursor(created_at: datetime, session_id: str) -> str:
     """An opaque keyset cursor: the sort key of the last row on the page."""
-    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
+    raw = json.dumps([created_at.isoformat(), session_id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -309,11 +315,11 @@ class MemoryStorage:
     ) -> SessionPage:
         check_limit(limit)
         after = decode_cursor(cursor) if cursor is not None else None
-        rows = sorted(self._records.values(), key=lambda r: (r.updated_at, r.session_id), reverse=True)
+        rows = sorted(self._records.values(), key=lambda r: (r.created_at, r.session_id), reverse=True)
         if cwd is not None:
             rows = [r for r in rows if r.cwd == cwd]
         if after is not None:
-            rows = [r for r in rows if (r.updated_at, r.session_id) < after]
+            rows = [r for r in rows if (r.created_at, r.session_id) < after]
         return page_of([self._listed(r) for r in rows], limit)
 
     def _listed(self, record: SessionRecord) -> SessionRecord:
@@ -331,7 +337,7 @@ def page_of(rows: Sequence[SessionRecord], limit: int | None) -> SessionPage:
         return SessionPage(sessions=list(rows), next_cursor=None)
     page = list(rows[:limit])
     last = page[-1]
-    return SessionPage(sessions=page, next_cursor=encode_cursor(last.updated_at, last.session_id))
+    return SessionPage(sessions=page, next_cursor=encode_cursor(last.created_at, last.session_id))
 
 
 class History:

@@ -88,15 +88,18 @@ async def test_records_follow_the_session_lifecycle_in_a_catalog_storage() -> No
     assert overridden.cwd == "/elsewhere" and overridden.meta == {"k": 1}
 
 
-async def test_turn_end_stamps_updated_time_and_order_follows_it() -> None:
+async def test_turn_end_stamps_updated_time_and_the_list_keeps_creation_order() -> None:
     storage = MemoryStorage()
     store = SessionStore(storage=storage)
     older = await store.create()
     newer = await store.create()
+    before = (await storage.load_session(older.stream_id)).updated_at  # type: ignore[union-attr]
     async with older.turn():
         await store.stream(older).send(UserMessage("bump"))
     page = await store.list_sessions()
-    assert [r.session_id for r in page.sessions] == [older.session_id, newer.session_id]
+    # Newest first by creation: a session that was just used does not move, so paging stays exact.
+    assert [r.session_id for r in page.sessions] == [newer.session_id, older.session_id]
+    assert page.sessions[1].updated_at > before
 
 
 async def test_list_pages_with_an_opaque_cursor_and_filters_by_cwd() -> None:

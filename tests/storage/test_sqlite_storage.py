@@ -217,7 +217,7 @@ async def test_listing_pages_newest_first_filters_and_validates(db: Path) -> Non
             if (cursor := page.next_cursor) is None:
                 break
         assert {r.session_id for r in seen} == {s.session_id for s in made} and len(seen) == 7
-        assert [r.updated_at for r in seen] == sorted((r.updated_at for r in seen), reverse=True)
+        assert [r.created_at for r in seen] == sorted((r.created_at for r in seen), reverse=True)
         assert all(r.updated_at.tzinfo is UTC and r.released for r in seen)
         only_a = await storage.list_sessions(cwd="/a")
         assert {r.cwd for r in only_a.sessions} == {"/a"} and len(only_a.sessions) == 3
