@@ -100,7 +100,7 @@ def test_the_report_has_every_section(smoke: tuple[str, dict[str, object], str])
     assert "| AG2's (AG2Codec) |" in table or "not installed" in ag2
     # The command line on a generated file; sqlite-utils measured or said missing.
     assert "Command line, on a file of" in table
-    assert "`list -n 20` (records.session_page)" in table
+    assert "`list -n 20` (records.list_sessions)" in table
     assert "sqlite-utils" in table
     assert "`sessionstore list --json` of every session: peak RSS" in table
     assert "Targets (sessionstore):" in table
