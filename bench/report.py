@@ -442,14 +442,19 @@ def chart(run: Run, path: Path, stamp: str) -> str | None:
     loaded = run.loaded
     labels = [item.label.replace(" (ceiling)", "").replace("sessionstore ", "") for item in loaded]
     colors = ["#999999" if i.key in ("memory", "raw") else "#d62728" if i.key == OURS else "#1f77b4" for i in loaded]
-    for ax in axes.flat[len(cols) :]:
+    spare = list(axes.flat[len(cols) :])
+    by_key = {m.key: m for m in cols}
+    for ax, key in zip(spare, ("a", "b", "d"), strict=False):
+        ratio_panel(ax, run, by_key[key])
+    for ax in spare[3:]:
         ax.axis("off")
     for ax, m in zip(axes.flat, cols, strict=False):
-        values, lows, highs = [], [], []
+        values, lows, highs, zero = [], [], [], []
         for item in loaded:
             cell = run.cell(item.key, m.key)
-            ok = item.problem is None and cell is not None and cell.problem is None and cell.value
+            ok = item.problem is None and cell is not None and cell.problem is None and cell.value is not None
             value = cell.value if ok and cell is not None and cell.value is not None else 0.0
+            zero.append(bool(ok) and value == 0.0)  # measured as nothing (a lag never seen): no bar, a "0"
             values.append(value)
             rounds = list(cell.rounds.values()) if ok and cell is not None else []
             lows.append(value - min(rounds) if rounds else 0.0)
@@ -466,9 +471,11 @@ def chart(run: Run, path: Path, stamp: str) -> str | None:
             ax.set_xlim(0, max(shown) * 1.4)
         better = "higher" if m.higher else "lower"
         ax.set_title(f"{m.title} [{m.unit}]\n{better} is better; whiskers: min-max over rounds", fontsize=9)
-        for y, value, item in zip(ys, values, loaded, strict=True):
+        for y, value, item, nothing in zip(ys, values, loaded, zero, strict=True):
             if value:
                 ax.text(value, y, " " + fmt(value, m.unit), va="center", fontsize=7)
+            elif nothing:
+                ax.text(0.01, y, "0", va="center", fontsize=7, transform=ax.get_yaxis_transform())
             else:
                 cell = run.cell(item.key, m.key)
                 why = item.problem or (cell.problem if cell is not None and cell.problem else "error")
@@ -478,6 +485,33 @@ def chart(run: Run, path: Path, stamp: str) -> str | None:
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return None
+
+
+def ratio_panel(ax: Any, run: Run, m: Metric) -> None:
+    """sessionstore's paired ratio against every other store for one metric: median bar, min-max whiskers."""
+    rows = []
+    for item in run.loaded:
+        if item.key in (OURS, "memory") or item.problem is not None:
+            continue
+        pair = paired(run.cell(OURS, m.key), run.cell(item.key, m.key), m.higher)
+        if pair is not None:
+            rows.append((item.label.replace("sessionstore ", ""), pair))
+    if not rows:
+        ax.axis("off")
+        return
+    ys = range(len(rows))
+    medians = [p.median for _, p in rows]
+    errors = [[p.median - p.low for _, p in rows], [p.high - p.median for _, p in rows]]
+    colors = ["#d62728" if (p.median > 1) == m.higher else "#999999" for _, p in rows]
+    ax.barh(ys, medians, color=colors, xerr=errors, error_kw={"elinewidth": 0.8, "capsize": 2})
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(list(ys), [label for label, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    for y, (_, p) in zip(ys, rows, strict=True):
+        ax.text(p.high, y, f" {p.median:.2f}x, won {p.won}/{p.n}", va="center", fontsize=7)
+    ax.set_xlim(right=max(p.high for _, p in rows) * 8)
+    ax.set_title(f"{m.title}\nsessionstore / other, paired by round; red: sessionstore better", fontsize=9)
 
 
 def baselines_line(run: Run) -> str:

@@ -51,7 +51,7 @@ class Sizes:
     mem_events: int = 5_000
     mem_scale: float = 2.3  # ~1 KiB per event
     ag2_turns: int = 100  # 9 AG2 events a turn
-    ag2_rounds: int = 7
+    ag2_rounds: int = 14
     cli_sessions: int = 100_000
     cli_events: int = 10
     cli_small: int = 1_000  # sessions in the file list --json's memory is compared against
