@@ -3,3 +3,7 @@
 ``import sessionstore`` never imports this package, so AG2 is loaded only by
 applications that use it.
 """
+
+from .agent import DurableACPAgent
+
+__all__ = ["DurableACPAgent"]
