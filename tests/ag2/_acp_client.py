@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -185,3 +187,74 @@ def sqlite3_shell(db: Path, sql: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+@dataclass
+class Served:
+    """A DurableACPAgent served in this process over a socket pair, and the real SDK client connected to it."""
+
+    conn: ClientSideConnection
+    recorder: Recorder
+    init: schema.InitializeResponse
+    closed: asyncio.Event
+
+    async def new(self, cwd: str, **kwargs: Any) -> str:
+        response = await within(self.conn.new_session(cwd=cwd, **kwargs))
+        return response.session_id
+
+    async def say(self, session_id: str, text: str) -> schema.PromptResponse:
+        return await within(self.conn.prompt(session_id=session_id, prompt=[acp.text_block(text)]))
+
+
+@contextlib.asynccontextmanager
+async def served(server: Any, *, initialize: bool = True) -> AsyncIterator[Served]:
+    """Serve ``server`` (a DurableACPAgent) to one client connection; leaving disconnects the client.
+
+    The disconnect is the client going away (EOF on the agent's side), so leaving also runs the agent's
+    connection-end path, and this waits for it to finish: nothing is left running afterwards.
+    """
+    left, right = socket.socketpair()
+    agent_reader, agent_writer = await asyncio.open_connection(sock=left)
+    client_reader, client_writer = await asyncio.open_connection(sock=right)
+    closed = asyncio.Event()
+
+    async def serve() -> None:
+        try:
+            await server.serve(agent_reader, agent_writer)
+        finally:
+            closed.set()
+
+    serving = asyncio.create_task(serve())
+    recorder = Recorder()
+    conn = ClientSideConnection(recorder, client_writer, client_reader, use_unstable_protocol=True)
+    try:
+        init = (
+            await within(conn.initialize(protocol_version=acp.PROTOCOL_VERSION))
+            if initialize
+            else schema.InitializeResponse(protocol_version=acp.PROTOCOL_VERSION)
+        )
+        yield Served(conn, recorder, init, closed)
+    finally:
+        try:
+            await within(conn.close())
+            client_writer.close()
+            with contextlib.suppress(ConnectionError):
+                await within(client_writer.wait_closed())
+            await within(serving)
+        finally:
+            if not serving.done():
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+            agent_writer.close()
+            with contextlib.suppress(ConnectionError):
+                await within(agent_writer.wait_closed())
+
+
+def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows read straight from the file with Python's sqlite3 module (a separate connection, no sessionstore)."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
