@@ -558,10 +558,11 @@ class DurableACPAgent(ACPAgent):
     takes. ``storage`` is a path (opened as ``SQLiteStorage(path, codec=AG2Codec())``, closed when serving
     ends) or a ready storage that keeps session records (the caller opens and closes it).
 
-    ``retain_history`` (default: the ``sessions`` config's, else ``True``) decides what happens to a session
-    the agent lets go of: on ``session/close``, on eviction or expiry, or when the client disconnects. Kept,
+    ``retain_history`` (default ``True``: this is the durable agent) decides what happens to a session the
+    agent lets go of, on ``session/close``, on eviction or expiry, or when the client disconnects: kept and
     marked released (``sessionstore prune`` deletes released sessions once old enough), or deleted. A process
-    that dies keeps everything written so far either way.
+    that dies keeps everything written so far either way. A ``sessions=SessionConfig(...)`` tunes the registry's
+    bounds as for ``ACPAgent``; its ``storage`` and ``retain_history`` come from the arguments here.
 
     ``list_page_size`` is how many sessions one ``session/list`` page holds (ACP has no limit parameter).
     """
@@ -573,7 +574,7 @@ class DurableACPAgent(ACPAgent):
         agent: Agent,
         storage: str | os.PathLike[str] | Storage,
         *,
-        retain_history: bool | None = None,
+        retain_history: bool = True,
         sessions: bool | SessionConfig = True,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         **acp_agent_options: Any,
@@ -583,12 +584,8 @@ class DurableACPAgent(ACPAgent):
         config = sessions if isinstance(sessions, SessionConfig) else None
         if config is not None and config.storage is not None:
             raise ValueError("pass the storage as DurableACPAgent's second argument, not in SessionConfig(storage=)")
-        if retain_history is None:
-            retain_history = config.retain_history if config is not None else True
-        elif config is not None and config.retain_history != retain_history:
-            raise ValueError(
-                f"retain_history={retain_history} contradicts SessionConfig(retain_history={config.retain_history})"
-            )
+        if config is not None and config.retain_history and not retain_history:
+            raise ValueError("retain_history=False contradicts SessionConfig(retain_history=True)")
         if isinstance(storage, (str, os.PathLike)):
             store: Storage = SQLiteStorage(storage, codec=AG2Codec())
             owns = True
