@@ -23,6 +23,7 @@ import base64
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, Protocol, cast
 from uuid import UUID
@@ -83,7 +84,25 @@ class _Undecodable(Exception):
     pass
 
 
-def _encode_value(value: Any, path: str) -> Any:
+NOT_MINE: Any = object()
+"""What an ``extend`` hook of :func:`_encode_value` returns for a value it leaves to the JSON codec."""
+
+# Values an ``extend`` hook is never asked about: the JSON types themselves.
+_JSON_TYPES = frozenset({type(None), bool, int, float, str, dict, list})
+
+
+def _encode_value(value: Any, path: str, extend: Callable[[Any, str], Any] | None = None) -> Any:
+    """``value`` as a JSON value, tagged where JSON has no type for it.
+
+    ``extend`` lets another codec (sessionstore.ag2) store its framework's types
+    with its own tags: it is asked first about every value that is not exactly a
+    JSON type (so a ``str`` enum is its to tag, not flattened to a string here),
+    at every depth, and returns the tagged value or :data:`NOT_MINE`.
+    """
+    if extend is not None and type(value) not in _JSON_TYPES:
+        out = extend(value, path)
+        if out is not NOT_MINE:
+            return out
     # Order matters: bool is an int, datetime is a date.
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -93,15 +112,15 @@ def _encode_value(value: Any, path: str) -> Any:
         return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
-            out = {k: _encode_value(v, f"{path}.{k}") for k, v in value.items()}
+            out = {k: _encode_value(v, f"{path}.{k}", extend) for k, v in value.items()}
             if len(out) == 1 and next(iter(out)).startswith("$"):
                 return {"$items": [[k, v] for k, v in out.items()]}
             return out
-        return {"$items": [[_encode_value(k, path), _encode_value(v, path)] for k, v in value.items()]}
+        return {"$items": [[_encode_value(k, path, extend), _encode_value(v, path, extend)] for k, v in value.items()]}
     if isinstance(value, list):
-        return [_encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_encode_value(v, f"{path}[{i}]", extend) for i, v in enumerate(value)]
     if isinstance(value, tuple):
-        return {"$tuple": [_encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+        return {"$tuple": [_encode_value(v, f"{path}[{i}]", extend) for i, v in enumerate(value)]}
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, datetime):
@@ -147,28 +166,32 @@ def _decode_tag(tag: str, inner: Any) -> Any:
     raise _Undecodable(f"unknown tag {tag!r}")
 
 
-_parse_tagged = json.JSONDecoder(object_hook=_object_hook).decode
-_parse_plain = json.JSONDecoder().decode
+def _make_parser(object_hook: Callable[[dict[str, Any]], Any]) -> Callable[[str], Any]:
+    """A payload parser whose tags are read by ``object_hook`` (this module's, or one extending it)."""
+    parse_tagged = json.JSONDecoder(object_hook=object_hook).decode
+    parse_plain = json.JSONDecoder().decode
+    # scan_once is set by JSONDecoder.__init__ (the C scanner) but not declared on the class.
+    scan_tagged = cast(Any, json.JSONDecoder(object_hook=object_hook)).scan_once
+    scan_plain = cast(Any, json.JSONDecoder()).scan_once
+
+    def parse(payload: str) -> Any:
+        # Every tag is an object key starting with "$": text without '"$' has none,
+        # and skips a Python call per object. The C scanner is called directly (it
+        # is what json.loads runs, minus two regex passes for surrounding white
+        # space); anything unusual goes through the full decoder for its error.
+        tagged = '"$' in payload
+        try:
+            value, end = (scan_tagged if tagged else scan_plain)(payload, 0)
+        except StopIteration:
+            end = -1
+        if end == len(payload):
+            return value
+        return parse_tagged(payload) if tagged else parse_plain(payload)
+
+    return parse
 
 
-# scan_once is set by JSONDecoder.__init__ (the C scanner) but not declared on the class.
-_scan_tagged = cast(Any, json.JSONDecoder(object_hook=_object_hook)).scan_once
-_scan_plain = cast(Any, json.JSONDecoder()).scan_once
-
-
-def _parse(payload: str) -> Any:
-    # Every tag is an object key starting with "$": text without '"$' has none,
-    # and skips a Python call per object. The C scanner is called directly (it
-    # is what json.loads runs, minus two regex passes for surrounding white
-    # space); anything unusual goes through the full decoder for its error.
-    tagged = '"$' in payload
-    try:
-        value, end = (_scan_tagged if tagged else _scan_plain)(payload, 0)
-    except StopIteration:
-        end = -1
-    if end == len(payload):
-        return value
-    return _parse_tagged(payload) if tagged else _parse_plain(payload)
+_parse = _make_parser(_object_hook)
 
 
 def _hashable(key: Any) -> Any:
@@ -241,7 +264,6 @@ class JsonCodec:
             return plan.build(raw)
         except (_Undecodable, ValueError, TypeError, RecursionError) as exc:
             return UnknownEvent(stored_type=type_name, payload=payload, reason=str(exc))
-
 
     def describe(self, event: Any) -> tuple[str | None, str | None]:
         if isinstance(event, (UserMessage, ModelMessage, SystemMessage)):

@@ -44,6 +44,10 @@ class EventTypes:
     def register(self, cls: type[BaseEvent], type_name: str) -> None:
         if not type_name or not isinstance(type_name, str):
             raise ValueError("an event type name must be a non-empty string")
+        if not (isinstance(cls, type) and issubclass(cls, BaseEvent)):
+            # Refused here, not when a row of it is first read: the codec builds
+            # events from their dataclass fields and would fail on decode instead.
+            raise ValueError(f"cannot register {cls!r} as {type_name!r}: event types subclass sessionstore.BaseEvent")
         taken = self._by_name.get(type_name)
         if taken is not None and taken is not cls and taken.__qualname__ != cls.__qualname__:
             # Re-registering the same class (a module reloaded in a test) is fine;

@@ -5,5 +5,6 @@ applications that use it.
 """
 
 from .agent import DurableACPAgent
+from .codec import AG2Codec
 
-__all__ = ["DurableACPAgent"]
+__all__ = ["AG2Codec", "DurableACPAgent"]

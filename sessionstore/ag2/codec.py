@@ -1,0 +1,1017 @@
+"""AG2's events as rows: the codec that makes :class:`~sessionstore.SQLiteStorage` an AG2 ``Storage``.
+
+::
+
+    storage = SQLiteStorage("agent.db", codec=AG2Codec())
+
+What a row holds
+    ``type`` is a stable name from :data:`EVENT_NAMES` (``ag2.model_response``), written out here class by class:
+    the name is stored data, so it must never follow a rename or a move inside AG2. ``payload`` is a JSON object
+    of the event's public instance attributes, exactly the keys AG2's own ``event_to_dict`` keeps, in their order,
+    every one of them, defaults included (an AG2 upgrade may change a default; a row keeps meaning what it meant).
+    Private attributes (``_serialized_arguments``, ``TaskFailed._content``) are caches AG2 derives again from the
+    public ones; decoding resets them to their defaults, as a fresh event has them.
+
+Values
+    The JSON codec's tags (``$bytes``, ``$datetime``, ``$tuple``, ``$float``, ``$items``, ...) plus one-key tags
+    for AG2's values, each naming its class from a closed table::
+
+        {"$event": [name, {fields}]}        a nested event (the ModelMessage in a ModelResponse, the calls of a
+                                            ToolCallsEvent), named as rows are
+        {"$dataclass": [name, {fields}]}    Usage, ToolResult, BinaryResult, TaskSpec, ACPPlanEntry
+        {"$enum": [name, value]}            BinaryType, Severity, FileProvider
+        {"$pydantic": [name, {dump}]}       pydantic models the application registered
+        {"$exception": [name, {"args": [...], ...}]}   see below
+        {"$decimal": "1.50"}
+
+Safety
+    Decoding looks every name up in this codec's tables and nowhere else: stored data never decides what is
+    imported or constructed (AG2's own ``deserialize_value`` imports any class a payload names; it is never used
+    here). Events and dataclasses are rebuilt without running their ``__init__``: what comes back is the stored
+    state. A type name or payload this codec cannot decode comes back as a :class:`StoredUnknownEvent` (a subclass
+    of AG2's ``UnknownEvent``, which AG2's model mappers and ACP replay skip) holding the row's exact text, and
+    encoding it writes the same text back.
+
+Exceptions
+    Tool errors and failed tasks hold an ``Exception``. It is stored as its class (from a closed table: Python's
+    built-in exceptions, ``ag2.exceptions``, ``acp.RequestError`` and registered ones), ``args``, notes and simple
+    attributes, so ``type(error)`` and ``str(error)`` come back equal (AG2 compares tool errors by exactly those).
+    An exception of any other class is stored as its nearest ancestor in the table, with its dotted class name
+    kept as text (``_sessionstore_raised_as`` on the decoded exception): never imported, so never re-raised as
+    itself. Tracebacks, ``__cause__`` and ``__context__`` are not kept (AG2 already renders the traceback into
+    the tool result's text). AG2's own rule, a bare ``Exception(message)``, would make every stored tool error
+    unequal to the one that was raised.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import inspect
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, MutableSequence, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from enum import Enum
+from types import MappingProxyType
+from typing import Any, Final, cast
+from uuid import UUID
+
+import acp.exceptions
+import ag2.exceptions as ag2_errors
+from ag2.acp.events import ACPAvailableCommands, ACPElicitation, ACPModeChange, ACPPlan, ACPPlanEntry
+from ag2.compact import CompactionSummary
+from ag2.events import (
+    AggregationCompleted,
+    AggregationFailed,
+    AggregationStarted,
+    AudioInterruptedEvent,
+    AudioPlaybackCompletedEvent,
+    AudioPlaybackStartedEvent,
+    BaseEvent,
+    BinaryInput,
+    BinaryResult,
+    BinaryType,
+    BuiltinToolCallEvent,
+    BuiltinToolResultEvent,
+    ClientToolCallEvent,
+    CompactionCompleted,
+    CompactionFailed,
+    CompactionStarted,
+    DataInput,
+    DrainedModelRequest,
+    EventLogFailed,
+    FileIdInput,
+    HaltEvent,
+    HumanInputRequest,
+    HumanMessage,
+    Input,
+    MessageEnqueued,
+    ModelMessage,
+    ModelMessageChunk,
+    ModelReasoning,
+    ModelRequest,
+    ModelResponse,
+    ObserverAlert,
+    ObserverCompleted,
+    ObserverStarted,
+    RecordedAudioEvent,
+    Severity,
+    SynthesizedAudioEvent,
+    TaskCancelled,
+    TaskCompleted,
+    TaskExpired,
+    TaskFailed,
+    TaskProgress,
+    TaskStarted,
+    TextInput,
+    ToolApprovalRequest,
+    ToolCallEvent,
+    ToolCallsEvent,
+    ToolErrorEvent,
+    ToolNotFoundEvent,
+    ToolResult,
+    ToolResultEvent,
+    ToolResultsEvent,
+    TranscriptionChunkEvent,
+    TranscriptionCompletedEvent,
+    UnknownEvent,
+    UrlInput,
+    Usage,
+    UsageEvent,
+)
+from ag2.events.base import Field, FieldInfo
+from ag2.events.task_events import TaskEvent
+from ag2.events.tool_events import ToolEvent
+from ag2.events.types import ModelEvent
+from ag2.files.types import FileProvider, UploadedFile
+from ag2.task import TaskSpec
+from pydantic import BaseModel
+
+from ..codec import NOT_MINE, _as_text, _decode_tag, _dumps, _dumps_ascii, _encode_value, _make_parser, _Undecodable
+from ..errors import EventEncodeError
+
+__all__ = [
+    "DATACLASS_NAMES",
+    "ENUM_NAMES",
+    "EVENT_NAMES",
+    "EXCEPTION_NAMES",
+    "AG2Codec",
+    "StoredUnknownEvent",
+]
+
+# -- The closed tables -----------------------------------------------------------------------------------------
+# Stored data: a name, once written, must keep naming the same class. Add rows; never edit one.
+# Events are named ag2.<snake_case of the class name without a trailing "Event">, ACP's under ag2.acp.
+
+EVENT_NAMES: Final[Mapping[type[BaseEvent], str]] = MappingProxyType(
+    {
+        # ag2.events.input_events
+        Input: "ag2.input",
+        TextInput: "ag2.text_input",
+        DataInput: "ag2.data_input",
+        BinaryInput: "ag2.binary_input",
+        FileIdInput: "ag2.file_id_input",
+        UrlInput: "ag2.url_input",
+        ModelRequest: "ag2.model_request",
+        DrainedModelRequest: "ag2.drained_model_request",
+        MessageEnqueued: "ag2.message_enqueued",  # transient
+        # ag2.files.types
+        UploadedFile: "ag2.uploaded_file",
+        # ag2.events.types
+        ModelEvent: "ag2.model",
+        ModelResponse: "ag2.model_response",
+        ModelMessage: "ag2.model_message",  # transient; nested in every ModelResponse
+        ModelMessageChunk: "ag2.model_message_chunk",  # transient
+        ModelReasoning: "ag2.model_reasoning",  # transient
+        UsageEvent: "ag2.usage",
+        HumanInputRequest: "ag2.human_input_request",
+        ToolApprovalRequest: "ag2.tool_approval_request",
+        HumanMessage: "ag2.human_message",
+        # ag2.events.tool_events
+        ToolEvent: "ag2.tool",
+        ToolCallEvent: "ag2.tool_call",
+        BuiltinToolCallEvent: "ag2.builtin_tool_call",
+        ClientToolCallEvent: "ag2.client_tool_call",
+        ToolCallsEvent: "ag2.tool_calls",
+        ToolResultEvent: "ag2.tool_result",
+        BuiltinToolResultEvent: "ag2.builtin_tool_result",
+        ToolErrorEvent: "ag2.tool_error",
+        ToolNotFoundEvent: "ag2.tool_not_found",
+        ToolResultsEvent: "ag2.tool_results",
+        # ag2.events.task_events
+        TaskEvent: "ag2.task",
+        TaskStarted: "ag2.task_started",
+        TaskProgress: "ag2.task_progress",  # transient
+        TaskCompleted: "ag2.task_completed",
+        TaskFailed: "ag2.task_failed",
+        TaskExpired: "ag2.task_expired",
+        TaskCancelled: "ag2.task_cancelled",
+        # ag2.events.alert
+        ObserverAlert: "ag2.observer_alert",
+        HaltEvent: "ag2.halt",
+        # ag2.events.lifecycle
+        UnknownEvent: "ag2.unknown",
+        ObserverStarted: "ag2.observer_started",  # transient
+        ObserverCompleted: "ag2.observer_completed",  # transient
+        CompactionStarted: "ag2.compaction_started",  # transient
+        CompactionCompleted: "ag2.compaction_completed",  # transient
+        CompactionFailed: "ag2.compaction_failed",  # transient
+        AggregationStarted: "ag2.aggregation_started",  # transient
+        AggregationCompleted: "ag2.aggregation_completed",  # transient
+        AggregationFailed: "ag2.aggregation_failed",  # transient
+        EventLogFailed: "ag2.event_log_failed",  # transient
+        # ag2.compact
+        CompactionSummary: "ag2.compaction_summary",
+        # ag2.events.voice
+        TranscriptionChunkEvent: "ag2.transcription_chunk",
+        TranscriptionCompletedEvent: "ag2.transcription_completed",
+        SynthesizedAudioEvent: "ag2.synthesized_audio",
+        RecordedAudioEvent: "ag2.recorded_audio",
+        AudioPlaybackStartedEvent: "ag2.audio_playback_started",
+        AudioPlaybackCompletedEvent: "ag2.audio_playback_completed",
+        AudioInterruptedEvent: "ag2.audio_interrupted",
+        # ag2.acp.events
+        ACPPlan: "ag2.acp.plan",
+        ACPModeChange: "ag2.acp.mode_change",
+        ACPAvailableCommands: "ag2.acp.available_commands",
+        ACPElicitation: "ag2.acp.elicitation",
+    }
+)
+"""Every AG2 event class this codec stores, persistable and ``__transient__`` alike (transient ones appear nested)."""
+
+DATACLASS_NAMES: Final[Mapping[type, str]] = MappingProxyType(
+    {
+        Usage: "ag2.usage",
+        ToolResult: "ag2.tool_result",
+        BinaryResult: "ag2.binary_result",
+        TaskSpec: "ag2.task_spec",
+        ACPPlanEntry: "ag2.acp.plan_entry",
+    }
+)
+"""The dataclasses AG2's events hold, by the name their ``$dataclass`` tag carries."""
+
+ENUM_NAMES: Final[Mapping[type[Enum], str]] = MappingProxyType(
+    {
+        BinaryType: "ag2.binary_type",
+        Severity: "ag2.severity",
+        FileProvider: "ag2.file_provider",
+    }
+)
+"""The enums AG2's events hold, by the name their ``$enum`` tag carries."""
+
+EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
+    {
+        **{
+            cls: f"ag2.{cls.__name__}"
+            for cls in (
+                ag2_errors.AG2Error,
+                ag2_errors.ToolConflictError,
+                ag2_errors.ToolResolutionError,
+                ag2_errors.ToolExecutionError,
+                ag2_errors.ToolNotFoundError,
+                ag2_errors.UnsupportedToolError,
+                ag2_errors.BlockedToolsUnsupportedError,
+                ag2_errors.ClientExecutedShellUnsupportedError,
+                ag2_errors.WebFetchOptionUnsupportedError,
+                ag2_errors.WebFetchUrlSourceToolNotFoundError,
+                ag2_errors.UnsupportedInputError,
+                ag2_errors.HumanInputError,
+                ag2_errors.HumanInputNotProvidedError,
+                ag2_errors.HumanInputFailedError,
+                ag2_errors.HumanInputTimeoutError,
+                ag2_errors.ConfigNotProvidedError,
+                ag2_errors.SkillError,
+                ag2_errors.SkillNotFoundError,
+                ag2_errors.InvalidSkillNameError,
+                ag2_errors.InvalidSkillError,
+                ag2_errors.SkillDownloadError,
+                ag2_errors.SkillInstallError,
+            )
+        },
+        acp.exceptions.RequestError: "acp.RequestError",
+    }
+)
+"""AG2's and the ACP SDK's exceptions, by name. Python's built-in exceptions are stored under their own names."""
+
+# Python's built-in exception classes under their canonical names (not the aliases: IOError is OSError).
+_BUILTIN_EXCEPTIONS: Final[Mapping[type[BaseException], str]] = MappingProxyType(
+    {
+        cls: cls.__name__
+        for cls in vars(builtins).values()
+        if isinstance(cls, type) and issubclass(cls, BaseException) and getattr(builtins, cls.__name__) is cls
+    }
+)
+
+# Built-in exception state kept outside ``args`` (OSError's file names make its message).
+_EXCEPTION_MEMBERS: Final = ((OSError, ("filename", "filename2")), (ImportError, ("name", "path")))
+
+_RAISED_AS: Final = "_sessionstore_raised_as"
+"""Attribute on a decoded exception that was stored as an ancestor: the dotted name of the class it was raised as."""
+
+# Names applications may not take: AG2's future classes get names under these.
+_RESERVED_PREFIXES: Final = ("ag2.", "acp.")
+
+
+class StoredUnknownEvent(UnknownEvent):
+    """A stored row this codec could not decode, kept as its exact text.
+
+    A subclass of AG2's own ``UnknownEvent``, so everything in AG2 that passes over
+    events it does not know (the model mappers, ACP's ``history_to_session_updates``)
+    passes over it. ``type_name`` and ``payload`` are the row as stored, and encoding
+    the event writes exactly them back: one process not understanding a row (written
+    by a newer version, or naming a class it does not have) is no reason to change it.
+    ``data`` is the payload's JSON object as plain JSON (tags left as they are), for
+    reading; ``reason`` says why the row was not decoded.
+    """
+
+    payload: str = ""
+    reason: str = Field(default="", compare=False)
+
+
+# -- Plans: how one class is read and written, worked out once per class ------------------------------------------
+
+
+class _EventPlan:
+    """Fields of one AG2 event class, and how to rebuild an instance from its stored attributes.
+
+    Built without ``__init__``: AG2's constructor applies defaults and coercions that
+    would make the result differ from what was stored (``created_at`` would be now).
+    """
+
+    __slots__ = ("cls", "defaults", "fields", "private")
+
+    def __init__(self, cls: type[BaseEvent]) -> None:
+        self.cls = cls
+        fields: dict[str, FieldInfo] = {}
+        # The first definition along the reversed MRO gives the default, as AG2's __init__ does.
+        for klass in reversed(cls.__mro__):
+            own = vars(klass).get("_event_fields_")
+            if own is None:
+                if issubclass(klass, BaseEvent):
+                    raise ValueError(f"cannot register {_qualified(cls)}: {_qualified(klass)} has no AG2 event fields")
+                continue
+            for name, spec in own.items():
+                fields.setdefault(name, spec)
+        for name in fields:
+            found = inspect.getattr_static(cls, name, None)
+            if not isinstance(found, FieldInfo) and hasattr(type(found), "__set__"):
+                raise ValueError(
+                    f"cannot register {_qualified(cls)}: its field {name!r} is hidden by {found!r}, so its value "
+                    "is not kept in the instance's attributes, where events are read from"
+                )
+        self.fields = frozenset(name for name in fields if name[:1] != "_")
+        self.defaults = [(name, spec) for name, spec in fields.items() if name[:1] != "_" and _has_default(spec)]
+        self.private = [(name, spec) for name, spec in fields.items() if name[:1] == "_" and _has_default(spec)]
+
+    def build(self, raw: dict[str, Any]) -> BaseEvent:
+        if not raw.keys() <= self.fields:
+            for key in raw.keys() - self.fields:
+                # Attributes AG2 would also have kept (set on an instance, or a field a later AG2 removed); never
+                # anything the class defines itself, or a private or special name.
+                if not key.isidentifier() or key[:1] == "_" or hasattr(self.cls, key):
+                    raise _Undecodable(f"{key!r} is not an attribute {self.cls.__name__} can hold")
+        event = object.__new__(self.cls)
+        values = event.__dict__
+        values.update(raw)
+        if not self.fields <= raw.keys():
+            # A field AG2 added after the row was written: its default, as AG2 would make it.
+            for name, spec in self.defaults:
+                if name not in values:
+                    values[name] = spec.get_default()
+        for name, spec in self.private:
+            values[name] = spec.get_default()
+        return event
+
+
+class _DataclassPlan:
+    __slots__ = ("cls", "factories", "name_set", "names")
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        fields = dataclasses.fields(cls)
+        self.names = tuple(f.name for f in fields)
+        self.name_set = frozenset(self.names)
+        # Defaults for a field added after the row was written.
+        self.factories: dict[str, Callable[[], Any]] = {}
+        for f in fields:
+            if f.default is not dataclasses.MISSING:
+                self.factories[f.name] = _constant(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                self.factories[f.name] = f.default_factory
+
+    def encode(self, value: Any, path: str, extend: Callable[[Any, str], Any]) -> dict[str, Any]:
+        return {name: _encode_value(getattr(value, name), f"{path}.{name}", extend) for name in self.names}
+
+    def build(self, raw: Any) -> Any:
+        if not isinstance(raw, dict) or not raw.keys() <= self.name_set:
+            raise _Undecodable(f"not the fields of {self.cls.__name__}")
+        # Without __init__ (ToolResult's takes *inputs, frozen ones refuse setattr): the stored state, set as-is.
+        obj: Any = object.__new__(self.cls)
+        for name in self.names:
+            if name in raw:
+                value = raw[name]
+            elif name in self.factories:
+                value = self.factories[name]()
+            else:
+                raise _Undecodable(f"{self.cls.__name__} is missing {name!r}")
+            object.__setattr__(obj, name, value)
+        return obj
+
+
+def _constant(value: Any) -> Callable[[], Any]:
+    return lambda: value
+
+
+def _has_default(spec: FieldInfo) -> bool:
+    return spec._default is not Ellipsis or spec._default_factory is not Ellipsis
+
+
+def _qualified(cls: Any) -> str:
+    return f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', repr(cls))}"
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z][a-z])", "_", name.removesuffix("Event")).lower()
+
+
+# -- The codec ------------------------------------------------------------------------------------------------------
+
+_Encoder = Callable[[Any, str], Any]
+
+
+class AG2Codec:
+    """Stores AG2's events: ``SQLiteStorage(path, codec=AG2Codec())`` is an AG2 ``Storage``.
+
+    ``extra`` maps an application's own classes to stable names of its own (not
+    under ``ag2.`` or ``acp.``, which are kept for AG2's classes): AG2 event
+    subclasses, and the dataclasses, pydantic models, enums and exception classes
+    its events hold (a tool returning a pydantic model stores it in a
+    ``DataInput``). :meth:`register` adds one later. A class the codec cannot store
+    is refused there, with :class:`ValueError`, rather than on its first event.
+
+    AG2's events are mutable, hence ``frozen_events = False``: the storage compares
+    and caches their encoded text, never the objects. Encoding copies everything
+    to text, and every decode builds new objects.
+    """
+
+    frozen_events = False
+
+    def __init__(self, extra: Mapping[type, str] | None = None) -> None:
+        self._event_names: dict[type, str] = dict(EVENT_NAMES)
+        self._events: dict[str, _EventPlan] = {name: _EventPlan(cls) for cls, name in EVENT_NAMES.items()}
+        self._dataclass_names: dict[type, str] = dict(DATACLASS_NAMES)
+        self._dataclasses: dict[str, _DataclassPlan] = {n: _DataclassPlan(c) for c, n in DATACLASS_NAMES.items()}
+        self._enum_names: dict[type, str] = dict(ENUM_NAMES)
+        self._enums: dict[str, type[Enum]] = {name: cls for cls, name in ENUM_NAMES.items()}
+        self._model_names: dict[type, str] = {}
+        self._models: dict[str, type[BaseModel]] = {}
+        self._exception_names: dict[type, str] = {**_BUILTIN_EXCEPTIONS, **EXCEPTION_NAMES}
+        self._exceptions: dict[str, type[BaseException]] = {n: c for c, n in self._exception_names.items()}
+        # One encoder per value class met, so the class is inspected once, not once per value.
+        self._encoders: dict[type, _Encoder] = {}
+        self._builders: dict[str, Callable[[str, Any], Any]] = {
+            "$event": self._build_event,
+            "$dataclass": self._build_dataclass,
+            "$enum": self._build_enum,
+            "$pydantic": self._build_model,
+            "$exception": self._build_exception,
+        }
+        self._parse = _make_parser(self._object_hook)
+        if extra:
+            self._register(extra)
+
+    # -- registration ---------------------------------------------------------------------------------------------
+
+    def register(self, cls: type, name: str) -> None:
+        """Store ``cls`` under ``name`` from now on (see ``extra``); :class:`ValueError` if it cannot be stored."""
+        self._register({cls: name})
+
+    def _register(self, extra: Mapping[type, str]) -> None:
+        # Everything is checked before anything is added, so a refused batch leaves the codec as it was.
+        taken = self._all_names()
+        kinds: dict[type, str] = {}
+        batch_names: dict[str, type] = {}
+        for cls, name in extra.items():
+            kind = _kind_of(cls)
+            if not isinstance(name, str) or not name.strip() or name != name.strip():
+                raise ValueError(f"cannot register {_qualified(cls)}: a name must be a non-empty string, got {name!r}")
+            current = self._name_of(cls)
+            if current is not None and current != name:
+                raise ValueError(f"cannot register {_qualified(cls)} as {name!r}: it is already stored as {current!r}")
+            if current == name:
+                continue  # the same registration again
+            owner = taken.get(name) or batch_names.get(name)
+            if owner is not None:
+                raise ValueError(f"cannot register {_qualified(cls)} as {name!r}: that name is {_qualified(owner)}'s")
+            if name.startswith(_RESERVED_PREFIXES):
+                raise ValueError(
+                    f"cannot register {_qualified(cls)} as {name!r}: names under {' and '.join(_RESERVED_PREFIXES)} "
+                    "are kept for AG2's own classes; use your application's prefix, e.g. 'myapp.'"
+                )
+            kinds[cls] = kind
+            batch_names[name] = cls
+        names = {cls: extra[cls] for cls in kinds}
+        known = {
+            "event": {*self._event_names, *(c for c, k in kinds.items() if k == "event")},
+            "dataclass": {*self._dataclass_names, *(c for c, k in kinds.items() if k == "dataclass")},
+            "enum": {*self._enum_names, *(c for c, k in kinds.items() if k == "enum")},
+            "model": {*self._model_names, *(c for c, k in kinds.items() if k == "model")},
+        }
+        event_plans: dict[type, _EventPlan] = {}
+        dataclass_plans: dict[type, _DataclassPlan] = {}
+        for cls, kind in kinds.items():
+            if kind == "event":
+                event_plans[cls] = _EventPlan(cls)
+                for field, annotation in _own_event_annotations(cls):
+                    _check_annotation(cls, field, annotation, known)
+            elif kind == "dataclass":
+                dataclass_plans[cls] = _DataclassPlan(cls)
+                for f in dataclasses.fields(cls):
+                    _check_annotation(cls, f.name, _resolve(f.type, cls), known)
+            elif kind == "enum":
+                for member in cast("type[Enum]", cls):
+                    try:
+                        _encode_value(member.value, f"{cls.__name__}.{member.name}")
+                    except EventEncodeError as exc:
+                        raise ValueError(f"cannot register {_qualified(cls)}: {exc}") from None
+        for cls, kind in kinds.items():
+            name = names[cls]
+            if kind == "event":
+                self._event_names[cls] = name
+                self._events[name] = event_plans[cls]
+            elif kind == "dataclass":
+                self._dataclass_names[cls] = name
+                self._dataclasses[name] = dataclass_plans[cls]
+            elif kind == "enum":
+                self._enum_names[cls] = name
+                self._enums[name] = cls
+            elif kind == "model":
+                self._model_names[cls] = name
+                self._models[name] = cls
+            else:
+                self._exception_names[cls] = name
+                self._exceptions[name] = cls
+        self._encoders.clear()  # a class refused before may be registered now
+
+    def _all_names(self) -> dict[str, type]:
+        out: dict[str, type] = {}
+        for table in (
+            self._event_names,
+            self._dataclass_names,
+            self._enum_names,
+            self._model_names,
+            self._exception_names,
+        ):
+            out.update({name: cls for cls, name in table.items()})
+        return out
+
+    def _name_of(self, cls: type) -> str | None:
+        for table in (
+            self._event_names,
+            self._dataclass_names,
+            self._enum_names,
+            self._model_names,
+            self._exception_names,
+        ):
+            if cls in table:
+                return table[cls]
+        return None
+
+    # -- Codec ------------------------------------------------------------------------------------------------------
+
+    def encode(self, event: Any) -> tuple[str, str]:
+        cls = type(event)
+        type_name = self._event_names.get(cls)
+        if type_name is None:
+            if isinstance(event, StoredUnknownEvent):
+                # Written back exactly as it was read.
+                if not (isinstance(event.type_name, str) and isinstance(event.payload, str)):
+                    raise EventEncodeError("a StoredUnknownEvent's type_name and payload must be the stored text")
+                return event.type_name, event.payload
+            raise EventEncodeError(_unregistered(cls, ""))
+        try:
+            fields = self._fields(event, "")
+        except RecursionError:
+            raise EventEncodeError(f"{cls.__name__} is nested too deeply (or holds itself) to be stored") from None
+        text = _dumps(fields)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                # Lone surrogates cannot be stored as UTF-8 text; \u escapes can.
+                text = _dumps_ascii(fields)
+        return type_name, text
+
+    def decode(self, type_name: str, payload: str) -> BaseEvent:
+        plan = self._events.get(type_name)
+        if plan is None:
+            return _unknown(type_name, payload, "type name not known to this codec")
+        try:
+            raw = self._parse(payload)
+            if not isinstance(raw, dict):
+                raise _Undecodable("payload is not a JSON object")
+            return plan.build(raw)
+        except Exception as exc:  # never raise: a registered pydantic model's validators may raise anything
+            return _unknown(type_name, payload, f"{type(exc).__name__}: {exc}")
+
+    def describe(self, event: Any) -> tuple[str | None, str | None]:
+        """``(role, text)`` for the transcript and search.
+
+        AG2 stores a tool call up to three times (in ``ModelResponse.tool_calls``, a
+        ``ToolCallsEvent``, a loose ``ToolCallEvent``) and a result twice (a loose
+        ``ToolResultEvent``, then inside a ``ToolResultsEvent``). The loose ones carry
+        them here: one per call, emitted as each call runs (server-side builtin calls,
+        client-run calls and final tools included, which the batches miss). The
+        batches, ``ClientToolCallEvent`` and a response with no text get no role.
+        """
+        if isinstance(event, ModelRequest):
+            return "user", _inputs_text(event.parts)
+        if isinstance(event, ModelResponse):
+            text = event.message.content if isinstance(event.message, ModelMessage) else None
+            return ("assistant", _as_text(text)) if text else (None, None)
+        if isinstance(event, ToolCallEvent):
+            return "tool_call", _call_text(event)
+        if isinstance(event, ToolErrorEvent):
+            return "tool", _error_text(event)
+        if isinstance(event, ToolResultEvent):
+            result = event.result
+            return "tool", _inputs_text(result.parts) if isinstance(result, ToolResult) else _as_text(result)
+        if isinstance(event, HumanMessage):
+            return "user", _as_text(event.content)
+        if isinstance(event, HumanInputRequest):  # the agent asking the person (ACP replays it as the agent's)
+            return "assistant", _as_text(event.content)
+        if isinstance(event, CompactionSummary):  # context given to the model, said by no one
+            return "system", _as_text(event.summary)
+        return None, None
+
+    # -- encoding ---------------------------------------------------------------------------------------------------
+
+    def _fields(self, event: Any, path: str) -> dict[str, Any]:
+        extend = self._extend
+        out: dict[str, Any] = {}
+        for key, value in event.__dict__.items():
+            if key[:1] == "_":
+                continue
+            kind = type(value)
+            if kind is str or kind is bool or value is None:
+                out[key] = value
+            else:
+                out[key] = _encode_value(value, f"{path}.{key}" if path else key, extend)
+        return out
+
+    def _extend(self, value: Any, path: str) -> Any:
+        encoder = self._encoders.get(type(value))
+        if encoder is None:
+            encoder = self._encoders[type(value)] = self._encoder_for(type(value))
+        return encoder(value, path)
+
+    def _encoder_for(self, cls: type) -> _Encoder:
+        extend = self._extend
+        name = self._event_names.get(cls)
+        if name is not None:
+            return lambda value, path: {"$event": [name, self._fields(value, path)]}
+        name = self._dataclass_names.get(cls)
+        if name is not None:
+            plan = self._dataclasses[name]
+            return lambda value, path: {"$dataclass": [name, plan.encode(value, path, extend)]}
+        name = self._enum_names.get(cls)
+        if name is not None:
+            return lambda value, path: {"$enum": [name, _encode_value(value.value, path, extend)]}
+        name = self._model_names.get(cls)
+        if name is not None:
+            return lambda value, path: {"$pydantic": [name, self._model_dump(value, path)]}
+        if issubclass(cls, BaseException):
+            return self._exception_encoder(cls)
+        if cls is Decimal:
+            return lambda value, path: {"$decimal": str(value)}
+        if issubclass(cls, StoredUnknownEvent):
+            return lambda value, path: _refuse(f"an undecoded row ({value.type_name!r}) cannot be stored at {path}")
+        if issubclass(cls, (BaseEvent, BaseModel, Enum)) or dataclasses.is_dataclass(cls):
+            return lambda value, path: _refuse(_unregistered(cls, path))
+        if issubclass(cls, (str, int, float, dict, list, tuple, bytes, bytearray, memoryview, date, UUID)):
+            return _not_mine  # the JSON codec's values and tags
+        return lambda value, path: _refuse(
+            f"cannot store a {cls.__name__} at {path}: AG2Codec stores JSON values, bytes, datetimes, dates, "
+            "UUIDs, tuples, Decimals, exceptions, AG2's events and value types, and classes registered with "
+            "AG2Codec(extra=...)"
+        )
+
+    def _model_dump(self, model: BaseModel, path: str) -> Any:
+        # Python-mode dump (bytes stay bytes, datetimes stay datetimes, tagged below); enums and sets become
+        # what pydantic validates them back from, so the model's own enums need no registration.
+        return _encode_value(_plain(model.model_dump(mode="python", round_trip=True)), path, self._extend)
+
+    def _exception_encoder(self, cls: type[BaseException]) -> _Encoder:
+        name = self._exception_names.get(cls)
+        raised_as = None
+        if name is None:
+            raised_as = _qualified(cls)
+            name = next(self._exception_names[base] for base in cls.__mro__ if base in self._exception_names)
+        members = [attr for base, attrs in _EXCEPTION_MEMBERS if issubclass(cls, base) for attr in attrs]
+        extend = self._extend
+
+        def encode(error: BaseException, path: str) -> Any:
+            try:
+                args = _encode_value(list(error.args), f"{path}.args", extend)
+            except EventEncodeError:
+                args = [str(error)]  # its message, if not what made it
+            body: dict[str, Any] = {"args": args}
+            # Attributes of a class in the table; of another class, only the built-in state its message shows.
+            attrs = {k: v for k, v in vars(error).items() if k[:1] != "_"} if raised_as is None else {}
+            for attr in members:
+                if getattr(error, attr, None) is not None:
+                    attrs[attr] = getattr(error, attr)
+            if attrs:
+                try:
+                    body["attrs"] = _encode_value(attrs, f"{path}.attrs", extend)
+                except EventEncodeError:
+                    pass  # best effort: args carry the message
+            notes = getattr(error, "__notes__", None)
+            if isinstance(notes, list) and notes and all(isinstance(n, str) for n in notes):
+                body["notes"] = list(notes)
+            origin = raised_as or vars(error).get(_RAISED_AS)
+            if isinstance(origin, str):
+                body["raised_as"] = origin
+            return {"$exception": [name, body]}
+
+        return encode
+
+    # -- decoding ---------------------------------------------------------------------------------------------------
+
+    def _object_hook(self, obj: dict[str, Any]) -> Any:
+        # Innermost first: a tag's body is already decoded when its tag is seen.
+        if len(obj) == 1:
+            ((key, inner),) = obj.items()
+            if key[:1] == "$":
+                build = self._builders.get(key)
+                if build is not None:
+                    if not (isinstance(inner, list) and len(inner) == 2 and isinstance(inner[0], str)):
+                        raise _Undecodable(f"bad {key} value")
+                    return build(inner[0], inner[1])
+                if key == "$decimal":
+                    if not isinstance(inner, str):
+                        raise _Undecodable("bad $decimal value")
+                    return Decimal(inner)
+                return _decode_tag(key, inner)
+        return obj
+
+    def _build_event(self, name: str, body: Any) -> Any:
+        plan = self._events.get(name)
+        if plan is None:
+            raise _Undecodable(f"no event named {name!r}")
+        if not isinstance(body, dict):
+            raise _Undecodable(f"bad fields for {name!r}")
+        return plan.build(body)
+
+    def _build_dataclass(self, name: str, body: Any) -> Any:
+        plan = self._dataclasses.get(name)
+        if plan is None:
+            raise _Undecodable(f"no dataclass named {name!r}")
+        return plan.build(body)
+
+    def _build_enum(self, name: str, body: Any) -> Any:
+        cls = self._enums.get(name)
+        if cls is None:
+            raise _Undecodable(f"no enum named {name!r}")
+        return cls(body)
+
+    def _build_model(self, name: str, body: Any) -> Any:
+        cls = self._models.get(name)
+        if cls is None:
+            raise _Undecodable(f"no pydantic model named {name!r}")
+        return cls.model_validate(body, strict=False)
+
+    def _build_exception(self, name: str, body: Any) -> Any:
+        cls = self._exceptions.get(name)
+        if cls is None:
+            raise _Undecodable(f"no exception named {name!r}")
+        if not (isinstance(body, dict) and isinstance(body.get("args"), list)):
+            raise _Undecodable(f"bad body for exception {name!r}")
+        args = tuple(body["args"])
+        error: BaseException | None = None
+        if cls in _BUILTIN_EXCEPTIONS:
+            try:
+                error = cls(*args)  # Python's own: lets OSError and friends set their fields
+            except Exception:
+                error = None
+            if type(error) is not cls:
+                error = None
+        if error is None:
+            # Without __init__: AG2's exceptions build their message there, and args already hold it.
+            error = cls.__new__(cls, *args)
+        error.args = args
+        for key, value in (body.get("attrs") or {}).items():
+            if not (isinstance(key, str) and key.isidentifier()) or key[:1] == "_":
+                raise _Undecodable(f"bad attribute {key!r} for exception {name!r}")
+            setattr(error, key, value)
+        notes = body.get("notes")
+        if notes is not None:
+            if not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+                raise _Undecodable("bad exception notes")
+            error.__notes__ = list(notes)
+        raised_as = body.get("raised_as")
+        if raised_as is not None:
+            if not isinstance(raised_as, str):
+                raise _Undecodable("bad raised_as")
+            setattr(error, _RAISED_AS, raised_as)
+        return error
+
+
+# -- helpers ----------------------------------------------------------------------------------------------------
+
+
+def _not_mine(value: Any, path: str) -> Any:
+    return NOT_MINE
+
+
+def _refuse(message: str) -> Any:
+    raise EventEncodeError(message)
+
+
+def _unregistered(cls: type, path: str) -> str:
+    where = f" at {path}" if path else ""
+    if isinstance(cls, type) and issubclass(cls, BaseEvent):
+        what = "AG2 event class"
+    elif isinstance(cls, type) and (issubclass(cls, (BaseModel, Enum, BaseException)) or dataclasses.is_dataclass(cls)):
+        what = "class"
+    else:
+        return f"not an AG2 event: {_qualified(cls)} (AG2Codec stores ag2.events.BaseEvent subclasses)"
+    example = f"{{{cls.__name__}: 'myapp.{_snake(cls.__name__)}'}}"
+    return (
+        f"{_qualified(cls)}{where} is not an {what} this codec knows: register it under a stable name of your "
+        f"own, AG2Codec(extra={example}) or codec.register({cls.__name__}, 'myapp.{_snake(cls.__name__)}')"
+    )
+
+
+def _unknown(type_name: str, payload: str, reason: str) -> StoredUnknownEvent:
+    data: Any = None
+    try:
+        data = json.loads(payload)
+    except Exception:  # any text at all may be stored; this is only for reading
+        data = None
+    if not isinstance(data, dict):
+        data = {}
+    stamp = data.get("created_at")
+    event = StoredUnknownEvent(type_name=type_name, data=data, payload=payload, reason=reason)
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
+        event.created_at = stamp
+    return event
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return _plain(value.value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _kind_of(cls: Any) -> str:
+    if not isinstance(cls, type):
+        raise ValueError(f"cannot register {cls!r}: not a class")
+    if issubclass(cls, StoredUnknownEvent):
+        raise ValueError(f"cannot register {_qualified(cls)}: undecoded rows are written back as they were read")
+    if issubclass(cls, BaseEvent):
+        return "event"
+    if issubclass(cls, BaseModel):
+        return "model"
+    if issubclass(cls, Enum):
+        return "enum"
+    if dataclasses.is_dataclass(cls):
+        return "dataclass"
+    if issubclass(cls, BaseException):
+        return "exception"
+    raise ValueError(
+        f"cannot register {_qualified(cls)}: AG2Codec stores AG2 event classes (ag2.events.BaseEvent subclasses) "
+        "and, for the values their fields hold, dataclasses, pydantic models, enums and exception classes"
+    )
+
+
+def _own_event_annotations(cls: type) -> Iterable[tuple[str, Any]]:
+    """(field, annotation) for the fields an application's classes declare (AG2's are covered by the tables)."""
+    for klass in cls.__mro__:
+        if klass in EVENT_NAMES or not (isinstance(klass, type) and issubclass(klass, BaseEvent)):
+            continue
+        annotations = vars(klass).get("__annotations__", {})
+        for name in vars(klass).get("_event_fields_", {}):
+            if name[:1] != "_" and name in annotations:
+                yield name, _resolve(annotations[name], klass)
+
+
+def _resolve(annotation: Any, owner: type) -> Any:
+    """An annotation written as text, evaluated the way ``typing.get_type_hints`` does; the text if it cannot be."""
+    if not isinstance(annotation, str):
+        return annotation
+    module = sys.modules.get(owner.__module__)
+    try:
+        # The class's own source text, in its module, as typing.get_type_hints evaluates it (never stored data).
+        return eval(annotation, vars(module) if module else {}, dict(vars(owner)))
+    except Exception:
+        return annotation  # e.g. a name imported only under TYPE_CHECKING: the values are checked when stored
+
+
+_PLAIN_ANNOTATIONS: Final = frozenset(
+    {Any, object, None, type(None), str, int, float, bool, bytes, bytearray, dict, list, tuple}
+    | {datetime, date, UUID, Decimal}
+)
+_CONTAINERS: Final = frozenset({list, tuple, dict, Sequence, MutableSequence, Mapping, MutableMapping})
+
+
+def _check_annotation(owner: type, field: str, annotation: Any, known: dict[str, set[type]]) -> None:
+    bad = _unsupported(annotation, known)
+    if bad is not None:
+        raise ValueError(f"cannot register {_qualified(owner)}: its field {field!r} is annotated {annotation!r}; {bad}")
+
+
+def _unsupported(tp: Any, known: dict[str, set[type]]) -> str | None:
+    """Why values of annotation ``tp`` cannot be stored, or None if they can (or cannot be told from it)."""
+    if isinstance(tp, (str, typing.ForwardRef)):
+        return None  # not resolvable here: each value is checked when it is stored
+    try:
+        if tp in _PLAIN_ANNOTATIONS:
+            return None
+    except TypeError:  # unhashable (a Literal of lists)
+        pass
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unsupported(typing.get_args(tp)[0], known)
+    if origin is typing.Literal or origin is typing.ClassVar:
+        return None
+    if origin is typing.Union or origin is types.UnionType or origin in _CONTAINERS:
+        for arg in typing.get_args(tp):
+            if arg is not Ellipsis:
+                reason = _unsupported(arg, known)
+                if reason is not None:
+                    return reason
+        return None
+    if origin is not None:
+        return f"a {getattr(origin, '__name__', origin)} cannot be stored and read back as itself"
+    if isinstance(tp, typing.TypeVar):
+        return f"the type variable {tp} says nothing about what is stored"
+    if isinstance(tp, type):
+        for kind, base in (("event", BaseEvent), ("model", BaseModel), ("enum", Enum)):
+            if issubclass(tp, base):
+                if tp in known[kind]:
+                    return None
+                return f"{_qualified(tp)} is not registered with this codec: register it too"
+        if dataclasses.is_dataclass(tp):
+            return None if tp in known["dataclass"] else f"{_qualified(tp)} is not registered: register it too"
+        if issubclass(tp, BaseException):
+            return None
+        if getattr(tp, "_is_protocol", False):
+            return None  # e.g. AG2's StandardDataclass: each value is checked when it is stored
+    return f"a {getattr(tp, '__name__', tp)} cannot be stored and read back as itself"
+
+
+def _inputs_text(parts: Any) -> str | None:
+    if not isinstance(parts, list):
+        return _as_text(parts)
+    # One part a line: search must not run the words of two parts together.
+    return "\n".join(_input_text(part) for part in parts) or None
+
+
+def _input_text(part: Any) -> str:
+    if isinstance(part, TextInput):
+        return str(part.content)
+    if isinstance(part, DataInput):
+        return _data_text(part.data)
+    if isinstance(part, BinaryInput):
+        return f"[{_kind(part.kind)}]"
+    if isinstance(part, UrlInput):
+        return f"[{_kind(part.kind)}] {part.url}"
+    if isinstance(part, FileIdInput):
+        return f"[file] {part.filename or part.file_id}"
+    return f"[{type(part).__name__}]"
+
+
+def _kind(kind: Any) -> str:
+    return str(kind.value) if isinstance(kind, Enum) else str(kind)
+
+
+def _data_text(data: Any) -> str:
+    if isinstance(data, str):
+        return data
+    if isinstance(data, BaseModel):
+        return data.model_dump_json()
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        data = dataclasses.asdict(data)
+    try:
+        return json.dumps(data, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(data)
+
+
+def _call_text(call: ToolCallEvent) -> str:
+    arguments: Any = call.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            return f"{call.name}({arguments})"
+    if isinstance(arguments, dict):
+        shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items())
+    else:
+        shown = json.dumps(arguments, ensure_ascii=False, default=str)
+    return f"{call.name}({shown})"
+
+
+def _error_text(event: ToolErrorEvent) -> str | None:
+    error = event.error
+    if not isinstance(error, BaseException):
+        result = event.result
+        return _inputs_text(result.parts) if isinstance(result, ToolResult) else _as_text(error)
+    origin = vars(error).get(_RAISED_AS)
+    kind = origin.rsplit(".", 1)[-1] if isinstance(origin, str) else type(error).__name__
+    message = str(error)
+    return f"{kind}: {message}" if message else kind
