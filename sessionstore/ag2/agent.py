@@ -665,8 +665,18 @@ class DurableACPAgent(ACPAgent):
                 loop.remove_signal_handler(signal.SIGTERM)
             await self.aclose()
 
+    async def __aenter__(self) -> DurableACPAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
-        """Close the storage if this agent opened it from a path (a storage passed in is the caller's)."""
+        """Close the storage if this agent opened it from a path (a storage passed in is the caller's).
+
+        ``run_stdio`` does this when it returns; after ``serve`` (which may be called for several connections)
+        it is the caller's to do, or ``async with DurableACPAgent(...) as server:``.
+        """
         if self._owns_storage:
             closer = getattr(self._storage, "aclose", None)
             if closer is not None:

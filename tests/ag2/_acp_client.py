@@ -211,7 +211,8 @@ async def served(server: Any, *, initialize: bool = True) -> AsyncIterator[Serve
     """Serve ``server`` (a DurableACPAgent) to one client connection; leaving disconnects the client.
 
     The disconnect is the client going away (EOF on the agent's side), so leaving also runs the agent's
-    connection-end path, and this waits for it to finish: nothing is left running afterwards.
+    connection-end path, and this waits for it to finish, then closes the agent's file: nothing is left
+    running or open afterwards.
     """
     left, right = socket.socketpair()
     agent_reader, agent_writer = await asyncio.open_connection(sock=left)
@@ -249,6 +250,7 @@ async def served(server: Any, *, initialize: bool = True) -> AsyncIterator[Serve
             agent_writer.close()
             with contextlib.suppress(ConnectionError):
                 await within(agent_writer.wait_closed())
+            await within(server.aclose())  # the file it opened from a path (a storage passed in stays open)
 
 
 def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
