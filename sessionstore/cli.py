@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -107,62 +108,44 @@ class Progress:
 # -- rendering a transcript ---------------------------------------------------------------------------
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-_ROLES = {
-    "user_message": "user",
-    "model_message": "assistant",
-    "system_message": "system",
-    "tool_call": "tool call",
-    "tool_result": "tool result",
-}
+# How each role is shown: who said it, or which half of a tool call it is.
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool_call": "tool call", "tool": "tool result"}
 
 
 def render_event(event: m.StoredEvent) -> tuple[str, str]:
-    """(who, what) for one stored event; an event this version does not know shows its type name."""
-    try:
-        payload: Any = json.loads(event.payload)
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict):
-        return event.type, event.payload
-    kind = event.type
-    if kind in ("user_message", "model_message", "system_message") and "content" in payload:
-        return _ROLES[kind], _text(payload["content"])
-    if kind == "tool_call" and "name" in payload:
-        args = payload.get("arguments") or {}
-        shown = (
-            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-            if isinstance(args, dict)
-            else _text(args)
-        )
-        return "tool call", f"{payload['name']}({shown})  [{payload.get('call_id', '?')}]"
-    if kind == "tool_result":
-        who = "tool error" if payload.get("is_error") else "tool result"
-        return who, f"[{payload.get('call_id', '?')}] {_text(payload.get('content'))}"
-    return kind, json.dumps(payload, ensure_ascii=False)
+    """(who, what) for one stored event: its role and text, as its codec described it when it was written.
+
+    An event with no role (bookkeeping, or a type the writer did not describe) shows its type name and payload.
+    """
+    if event.role is not None:
+        return _ROLES.get(event.role, event.role), event.text or ""
+    return event.type, event.payload
 
 
-def print_transcript(summary: m.SessionSummary, events: Sequence[m.StoredEvent]) -> None:
+def print_transcript(summary: m.SessionSummary, events: Sequence[m.StoredEvent], *, everything: bool = False) -> None:
     state = "released" if summary.released else "held by a registry (or its process ended without letting go)"
     print(f"session  {summary.session_id}")
     print(f"title    {summary.title or '(none)'}")
     print(f"cwd      {summary.cwd}")
     print(f"created  {_local(summary.created_at)}   updated {_local(summary.updated_at)}   {state}")
     print(f"events   {summary.events}")
-    if not events:
-        return
-    print()
-    rendered = [(event, *render_event(event)) for event in events]
-    width = max(len(who) for _, who, _ in rendered)
+    shown = events if everything else [event for event in events if event.role is not None]
+    if shown:
+        print()
+    rendered = [(event, *render_event(event)) for event in shown]
+    width = max((len(who) for _, who, _ in rendered), default=0)
     indent = " " * (19 + 2 + width + 2)
     for event, who, what in rendered:
         lines = what.splitlines() or [""]
         print(f"{_local(event.created_at)}  {who.ljust(width)}  {lines[0]}".rstrip())
         for line in lines[1:]:
             print(f"{indent}{line}".rstrip())
+    hidden = Counter(event.type for event in events if event.role is None) if not everything else Counter()
+    if hidden:
+        kinds = ", ".join(name if count == 1 else f"{name} x{count}" for name, count in hidden.most_common())
+        total = sum(hidden.values())
+        what = "1 event that is not a message" if total == 1 else f"{total} events that are not messages"
+        print(f"\n({what} not shown: {kinds}; --all shows {'it' if total == 1 else 'them'})")
 
 
 # -- commands -----------------------------------------------------------------------------------------
@@ -193,7 +176,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"session": summary.to_json(), "events": [e.to_json() for e in events]})
     else:
-        print_transcript(summary, events)
+        print_transcript(summary, events, everything=args.all)
     return 0
 
 
@@ -270,7 +253,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"{sid[:SHORT_ID]}  {group[0].title or '(untitled)'}")
         for hit in group:
             snippet = " ".join(hit.snippet.split())
-            print(f"    #{hit.position} {_ROLES.get(hit.type, hit.type)}: {snippet}")
+            print(f"    #{hit.position} {_ROLES.get(hit.role or '', hit.type)}: {snippet}")
     return 0
 
 
@@ -394,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("show", cmd_show, "show a session's transcript")
     p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--all", action="store_true", help="also events that are not messages (usage, bookkeeping)")
     p.add_argument("--json", action="store_true", help="JSON output (payloads as objects)")
 
     p = command("export", cmd_export, "export sessions as JSON Lines (lossless)")

@@ -25,7 +25,7 @@ import json
 import math
 from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 from uuid import UUID
 
 from .errors import EventEncodeError
@@ -41,7 +41,7 @@ from .events import (
     default_event_types,
 )
 
-__all__ = ["ROLES", "Codec", "JsonCodec"]
+__all__ = ["ROLES", "Codec", "Description", "JsonCodec", "call_text"]
 
 
 class Codec(Protocol):
@@ -64,20 +64,35 @@ class Codec(Protocol):
         """Return the event; never raise: undecodable data becomes an unknown event holding the text."""
         ...
 
-    def describe(self, event: Any) -> tuple[str | None, str | None]:
-        """The event's ``(role, text)`` as the transcript shows it and full-text search finds it.
+    def describe(self, event: Any) -> Description:
+        """The event's role and text, as the transcript shows it and full-text search finds it.
 
-        Stored beside the payload (``events.role``, ``events.text``), so the
-        views, the index and the command line never need to know a codec's
-        JSON. ``role`` is one of :data:`ROLES`; ``None`` for an event that is
-        not part of the conversation (bookkeeping, telemetry, a duplicate of
-        another event's content). ``text`` is what a person reads, or ``None``.
+        Stored beside the payload (``events.role``, ``events.text``,
+        ``events.text_path``), so the views, the index and the command line
+        never need to know a codec's JSON. A plain ``(role, text)`` tuple is
+        accepted too.
         """
         ...
 
 
 ROLES = ("user", "assistant", "system", "tool_call", "tool")
 """The roles a transcript row may have: who said it, or a tool call and its result."""
+
+
+class Description(NamedTuple):
+    """What :meth:`Codec.describe` says of an event.
+
+    ``role`` is one of :data:`ROLES`, or ``None`` for an event that is not part
+    of the conversation (bookkeeping, telemetry, a second copy of a tool call).
+    ``text`` is what a person reads, or ``None``. ``path``, when given, is the
+    JSON path (``$.content``) at which that text sits, as a string, in the
+    payload: the row then keeps the path instead of a second copy of the text,
+    which would otherwise double the file's size.
+    """
+
+    role: str | None
+    text: str | None
+    path: str | None = None
 
 
 class _Undecodable(Exception):
@@ -265,29 +280,51 @@ class JsonCodec:
         except (_Undecodable, ValueError, TypeError, RecursionError) as exc:
             return UnknownEvent(stored_type=type_name, payload=payload, reason=str(exc))
 
-    def describe(self, event: Any) -> tuple[str | None, str | None]:
+    def describe(self, event: Any) -> Description:
         if isinstance(event, (UserMessage, ModelMessage, SystemMessage)):
-            return _MESSAGE_ROLES[type(event)], _as_text(event.content)
+            return _content(_MESSAGE_ROLES[type(event)], event.content)
         if isinstance(event, ToolCall):
-            arguments = event.arguments
-            shown = (
-                ", ".join(f"{k}={_as_json(v)}" for k, v in arguments.items())
-                if isinstance(arguments, dict)
-                else _as_json(arguments)
-            )
-            return "tool_call", f"{event.name}({shown})"
+            return Description("tool_call", call_text(event.name, event.arguments))
         if isinstance(event, ToolResult):
-            return "tool", _as_text(event.content)
-        return None, None
+            return _content("tool", event.content)
+        return Description(None, None)
+
+
+def call_text(name: str, arguments: Any) -> str:
+    """A tool call as a transcript shows it: ``name(key=value, ...)``, values as JSON."""
+    if isinstance(arguments, dict):
+        return f"{name}({', '.join(f'{key}={_as_json(value)}' for key, value in arguments.items())})"
+    return f"{name}({_as_json(arguments)})"
+
+
+def _content(role: str, content: Any) -> Description:
+    # A string, list or dict content is found in the payload at $.content (SQLite
+    # reads a list or dict there as its compact JSON, which is what _as_text
+    # gives); other values are short and stored as their text. A string that
+    # needed \u escapes (lone surrogates) is not kept as a path: SQLite would
+    # read it back as text that is not valid UTF-8.
+    if isinstance(content, (dict, list)) or (isinstance(content, str) and (content.isascii() or _utf8(content))):
+        return Description(role, _as_text(content), "$.content")
+    return Description(role, _as_text(content))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _MESSAGE_ROLES: dict[type[BaseEvent], str] = {UserMessage: "user", ModelMessage: "assistant", SystemMessage: "system"}
 
 
 def _as_json(value: Any) -> str:
+    # Compact, as SQLite's JSON functions write it: text computed in SQL from a
+    # stored payload (the 0003 migration's) reads the same.
     try:
-        return json.dumps(_encode_value(value, "value"), ensure_ascii=False)
-    except EventEncodeError:
+        return _dumps(_encode_value(value, "value"))
+    except (EventEncodeError, ValueError):
         return repr(value)
 
 

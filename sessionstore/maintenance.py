@@ -15,9 +15,11 @@ the functions are safe to await from a running application):
   side effect of, say, deleting a session.
 
 The export format is JSON Lines: a header ``{"format": "sessionstore-export",
-"version": 1}``, then per session a ``{"kind": "session", ...}`` line followed by
+"version": 2}``, then per session a ``{"kind": "session", ...}`` line followed by
 one ``{"kind": "event", ...}`` line per event, the payload as the stored JSON
-text verbatim (lossless, even for event types this version cannot decode).
+text verbatim (lossless, even for event types this version cannot decode), with
+the role and text its codec gave it. Version 1 files (no role and text) are
+read too: their events are sessionstore's own, described as the codec does.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, TypeAlias, TypeVar
 
+from .codec import ROLES, Description, JsonCodec
 from .errors import NotADatabaseError, SchemaError, StorageError, from_sqlite
 from .migrate import HEAD
-from .models import utc_text
+from .models import EVENT_TEXT, utc_text
 from .sqlite import SQLiteStorage
 from .storage import shorten_title
 
@@ -60,6 +63,7 @@ __all__ = [
     "check",
     "delete_sessions",
     "derive_title",
+    "legacy_description",
     "export_jsonl",
     "import_jsonl",
     "list_sessions",
@@ -79,7 +83,9 @@ Progress: TypeAlias = Callable[[int, int], None]
 T = TypeVar("T")
 
 EXPORT_FORMAT = "sessionstore-export"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+# Versions import reads: 1 had no role and text per event.
+_READABLE_VERSIONS = (1, 2)
 
 
 class DatabaseNotFoundError(StorageError):
@@ -142,6 +148,10 @@ class StoredEvent:
     type: str
     payload: str
     created_at: datetime
+    role: str | None = None
+    text: str | None = None
+    # Where the text sits in the payload, when it is not stored on its own.
+    text_path: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         try:
@@ -152,6 +162,8 @@ class StoredEvent:
             "position": self.position,
             "type": self.type,
             "payload": payload,
+            "role": self.role,
+            "text": self.text,
             "created_at": self.created_at.isoformat(),
         }
 
@@ -163,6 +175,7 @@ class SearchHit:
     position: int
     type: str
     snippet: str
+    role: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -170,6 +183,7 @@ class SearchHit:
             "title": self.title,
             "position": self.position,
             "type": self.type,
+            "role": self.role,
             "snippet": self.snippet,
         }
 
@@ -474,13 +488,38 @@ async def list_sessions(target: Target, *, cwd: str | None = None, limit: int | 
     return await _run(work)
 
 
+_LEGACY_CODEC = JsonCodec()
+
+
+def legacy_description(type_name: str, payload: str) -> Description:
+    """The role and text of an event stored without them (a file before revision 0003, a version 1 export).
+
+    Only sessionstore's own event types existed then, so its codec describes them.
+    """
+    return _LEGACY_CODEC.describe(_LEGACY_CODEC.decode(type_name, payload))
+
+
+def _described(conn: sqlite3.Connection) -> bool:
+    """Whether the file stores each event's role and text (revision 0003 on)."""
+    return "role" in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}
+
+
 def _events(conn: sqlite3.Connection, sid: str) -> list[StoredEvent]:
+    described = _described(conn)
+    columns = f"e.role, {EVENT_TEXT.format(e='e')}, e.text_path" if described else "NULL, NULL, NULL"
     rows = conn.execute(
-        "SELECT e.position, e.type, e.payload, e.created_at FROM events AS e JOIN sessions AS s ON s.id = e.session"
-        " WHERE s.session_id = ? ORDER BY e.position",
+        f"SELECT e.position, e.type, e.payload, e.created_at, {columns}"
+        " FROM events AS e JOIN sessions AS s ON s.id = e.session WHERE s.session_id = ? ORDER BY e.position",
         (sid,),
     )
-    return [StoredEvent(int(p), str(t), str(payload), _parse_stamp(str(c))) for p, t, payload, c in rows]
+    events = []
+    for position, type_name, payload, created, role, text, path in rows:
+        if not described:
+            role, text, path = legacy_description(str(type_name), str(payload))
+        events.append(
+            StoredEvent(int(position), str(type_name), str(payload), _parse_stamp(str(created)), role, text, path)
+        )
+    return events
 
 
 async def read_session(target: Target, prefix: str) -> tuple[SessionSummary, list[StoredEvent]]:
@@ -534,6 +573,9 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
                     "position": event.position,
                     "type": event.type,
                     "payload": event.payload,
+                    "role": event.role,
+                    "text": None if event.text_path is not None else event.text,
+                    "text_path": event.text_path,
                     "created_at": event.created_at.isoformat(),
                 }
             )
@@ -585,7 +627,7 @@ async def export_jsonl(
 class _ImportSession:
     line: int
     row: tuple[Any, ...]
-    events: list[tuple[int, str, str, str]] = field(default_factory=list)
+    events: list[tuple[int, str, str, str | None, str | None, str | None, str]] = field(default_factory=list)
 
 
 _SESSION_FIELDS = {"kind", "session_id", "created_at", "updated_at", "title"}
@@ -597,7 +639,7 @@ _SESSION_DEFAULTS: tuple[tuple[str, type, Any], ...] = (
     ("meta", dict, {}),
     ("released", bool, False),
 )
-_EVENT_FIELDS = {"kind", "session_id", "position", "type", "payload", "created_at"}
+_EVENT_FIELDS = {"kind", "session_id", "position", "type", "payload", "created_at", "role", "text", "text_path"}
 
 
 def _compact(value: Any) -> str:
@@ -649,7 +691,9 @@ def _session_line(obj: dict[str, Any], seen: set[str]) -> tuple[Any, ...]:
     )
 
 
-def _event_line(obj: dict[str, Any], session: _ImportSession | None) -> tuple[int, str, str, str]:
+def _event_line(
+    obj: dict[str, Any], session: _ImportSession | None, version: int
+) -> tuple[int, str, str, str | None, str | None, str | None, str]:
     extra = set(obj) - _EVENT_FIELDS
     if extra:
         raise _BadLine(f"unknown event fields {sorted(extra)}")
@@ -667,7 +711,18 @@ def _event_line(obj: dict[str, Any], session: _ImportSession | None) -> tuple[in
         json.loads(payload)
     except ValueError:
         raise _BadLine("payload is not valid JSON text") from None
-    return position, type_name, payload, _stamp(obj, "created_at")
+    if version == 1:
+        role, text, path = legacy_description(type_name, payload)
+        text = None if path is not None else text  # stored once, in the payload
+    else:
+        role, text, path = obj.get("role"), obj.get("text"), obj.get("text_path")
+        if role is not None and role not in ROLES:
+            raise _BadLine(f"role must be one of {', '.join(ROLES)} or null, got {role!r}")
+        if text is not None and not isinstance(text, str):
+            raise _BadLine(f"text must be a string or null, got {text!r}")
+        if path is not None and (not isinstance(path, str) or not path.startswith("$") or text is not None):
+            raise _BadLine(f"text_path must be a JSON path ($...) given instead of text, or null, got {path!r}")
+    return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
 
 
 def _read_export(path: Path) -> Iterator[_ImportSession]:
@@ -682,7 +737,7 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
         raise ImportFileError(f"{path}: cannot read it ({exc.strerror})") from None
     seen: set[str] = set()
     current: _ImportSession | None = None
-    header = False
+    version = 0
     number = 0
     with handle:
         try:
@@ -695,12 +750,15 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
                     raise _BadLine("not a JSON object") from None
                 if not isinstance(obj, dict):
                     raise _BadLine("not a JSON object")
-                if not header:
+                if not version:
                     if obj.get("format") != EXPORT_FORMAT:
                         raise _BadLine(f"not a sessionstore export (it must start with the {EXPORT_FORMAT} header)")
-                    if obj.get("version") != EXPORT_VERSION:
-                        raise _BadLine(f"format version {obj.get('version')!r}; this sessionstore reads version 1")
-                    header = True
+                    if obj.get("version") not in _READABLE_VERSIONS:
+                        raise _BadLine(
+                            f"format version {obj.get('version')!r}; this sessionstore reads versions"
+                            f" {', '.join(map(str, _READABLE_VERSIONS))}"
+                        )
+                    version = int(obj["version"])
                 elif obj.get("kind") == "session":
                     row = _session_line(obj, seen)
                     if current is not None:
@@ -708,7 +766,7 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
                     seen.add(row[0])
                     current = _ImportSession(number, row)
                 elif obj.get("kind") == "event":
-                    event = _event_line(obj, current)
+                    event = _event_line(obj, current, version)
                     assert current is not None
                     current.events.append(event)
                 else:
@@ -717,7 +775,7 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
             raise ImportFileError(f"{path} is not UTF-8 text; nothing was imported") from None
         except _BadLine as exc:
             raise ImportFileError(f"{path} line {number}: {exc}; nothing was imported") from None
-    if not header:
+    if not version:
         raise ImportFileError(f"{path} is empty, not a sessionstore export; nothing was imported")
     if current is not None:
         yield current
@@ -748,7 +806,8 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
         outcome = "replaced"
     row_id = conn.execute(_INSERT_SESSION + " RETURNING id", item.row).fetchone()[0]
     conn.executemany(
-        "INSERT INTO events (session, position, type, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [(row_id, *event) for event in item.events],
     )
     return outcome
@@ -890,7 +949,7 @@ async def search(target: Target, text: str, *, raw: bool = False, limit: int = 2
             join = "LEFT JOIN session_overview AS o ON o.session_id = s.session_id" if overview else ""
             try:
                 rows = conn.execute(
-                    f"SELECT s.session_id, {title}, e.position, e.type,"
+                    f"SELECT s.session_id, {title}, e.position, e.type, {'e.role' if _described(conn) else 'NULL'},"
                     " snippet(events_fts, -1, '[', ']', '…', 12)"
                     " FROM events_fts JOIN events AS e ON e.id = events_fts.rowid"
                     f" JOIN sessions AS s ON s.id = e.session {join}"
@@ -901,7 +960,7 @@ async def search(target: Target, text: str, *, raw: bool = False, limit: int = 2
                 if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                     raise ValueError(f"not a valid full-text query: {text!r} ({exc})") from None
                 raise
-            return [SearchHit(str(s), t, int(p), str(ty), str(snip)) for s, t, p, ty, snip in rows]
+            return [SearchHit(str(s), t, int(p), str(ty), str(snip), role) for s, t, p, ty, role, snip in rows]
 
     return await _run(work)
 

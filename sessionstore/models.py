@@ -7,6 +7,8 @@
     One row per event, ``position`` 0, 1, 2... within its session. ``type`` is
     the event's stable type name and ``payload`` its JSON text, so
     ``json_extract(payload, '$.content')`` works in the ``sqlite3`` shell.
+    ``role`` and ``text`` (or ``text_path``) are what the codec said of the
+    event when it was written: who said it and what a person reads.
 
 Timestamps are UTC, stored as ``YYYY-MM-DD HH:MM:SS.ffffff`` text: readable and
 sortable in ``sqlite3`` as they are.
@@ -39,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["Base", "Event", "Session", "UtcDateTime"]
+__all__ = ["EVENT_TEXT", "Base", "Event", "Session", "UtcDateTime"]
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -65,6 +67,14 @@ class UtcDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
+
+
+EVENT_TEXT = (
+    "CASE WHEN {e}.text_path IS NULL THEN {e}.text"
+    " WHEN json_valid({e}.payload) THEN json_extract({e}.payload, {e}.text_path) END"
+)
+"""SQL for the text of an events row aliased ``{e}``: the stored text, or the payload's string at its path
+(none for a payload edited by hand into bad JSON). The views of revision 0003 use the same expression."""
 
 
 def utc_text(value: datetime) -> str:
@@ -114,6 +124,13 @@ class Event(Base):
     type: Mapped[str] = mapped_column(Text)
     payload: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime]
+    # What the event's codec said of it when it was written (Codec.describe):
+    # the views and the full-text index read these, never a codec's JSON.
+    # The text is kept here, or, when it is a string in the payload, where
+    # (text_path, a JSON path), so it is not stored twice. See EVENT_TEXT.
+    role: Mapped[str | None] = mapped_column(Text)
+    text: Mapped[str | None] = mapped_column(Text)
+    text_path: Mapped[str | None] = mapped_column(Text)
 
     # The unique index doubles as the index get_history reads through.
     __table_args__ = (UniqueConstraint("session", "position"),)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 from uuid import UUID
 
-from sqlalchemy import JSON, Text, case, func, select, type_coerce
+from sqlalchemy import JSON, Text, literal_column, select, type_coerce
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DBAPIError
@@ -51,7 +51,7 @@ from .codec import Codec, JsonCodec
 from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
 from .events import BaseEvent
 from .migrate import prepare_database
-from .models import Event, Session, utc_text
+from .models import EVENT_TEXT, Event, Session, utc_text
 from .storage import (
     ContextLike,
     SessionPage,
@@ -79,11 +79,10 @@ _SESSION_COLUMNS = [
     type_coerce(column, Text).label(column.name) if isinstance(column.type, JSON) else column
     for column in _SESSIONS.columns
 ]
-# A session with no title is listed under its first user message. Guarded by
-# json_valid: a row edited by hand into bad JSON must not break the listing.
+# A session with no title is listed under its first user message.
 _FIRST_USER_TEXT = (
-    select(case((func.json_valid(Event.payload), func.json_extract(Event.payload, "$.content")), else_=None))
-    .where(Event.session == _SESSIONS.c.id, Event.type == "user_message")
+    select(literal_column(EVENT_TEXT.format(e="events")))
+    .where(Event.session == _SESSIONS.c.id, Event.role == "user")
     .order_by(Event.position)
     .limit(1)
     .scalar_subquery()
@@ -101,10 +100,13 @@ _NEW_SESSION = (
 # its two indexes) on every event of a burst would double what each commit writes.
 _UPDATED_AT_SLACK = timedelta(seconds=1)
 _APPEND_EVENT = (
-    "INSERT INTO events (session, position, type, payload, created_at)"
-    " SELECT ?, COALESCE(MAX(position), -1) + 1, ?, ?, ? FROM events WHERE session = ?"
+    "INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)"
+    " SELECT ?, COALESCE(MAX(position), -1) + 1, ?, ?, ?, ?, ?, ? FROM events WHERE session = ?"
 )
-_INSERT_EVENT = "INSERT INTO events (session, position, type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
+_INSERT_EVENT = (
+    "INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 _READ_HISTORY = (
     "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s"
     " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = ? ORDER BY e.position"
@@ -128,11 +130,17 @@ _UPSERT_SESSION = (
 
 @dataclass(slots=True)
 class _Cached:
-    """What this process last saw of a session's events, valid while (row id, revision) match."""
+    """What this process last saw of a session's events, valid while (row id, revision) match.
+
+    ``items`` are the event objects when the codec's events are frozen (handed
+    out again, and an unchanged event is the same object), else their stored
+    ``(type, payload)`` texts: a mutable event changed after it was written must
+    neither be mistaken for the stored one nor change what this process reads.
+    """
 
     row_id: int
     revision: int
-    events: list[BaseEvent]
+    items: list[Any]
 
 
 _PENDING, _TAKEN, _CANCELLED = 0, 1, 2
@@ -232,6 +240,22 @@ def _text(value: str, what: str) -> str:
                 " cannot encode (typical of a path os.fsdecode made from non-UTF-8 bytes); pass valid Unicode text"
             ) from None
     return value
+
+
+def _described(codec: Codec, event: Any) -> tuple[str | None, str | None, str | None]:
+    """The event's (role, text, text_path) row values, from the codec's description.
+
+    The text is stored only where no path says where it is in the payload; text
+    that UTF-8 cannot hold (lone surrogates) is stored with replacement
+    characters: it is for reading and searching, the payload keeps it exactly.
+    """
+    role, text, *rest = codec.describe(event)
+    path = rest[0] if rest else None
+    if path is not None:
+        return role, None, path
+    if text is not None and not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return role, text, None
 
 
 def _record_hex(record: SessionRecord) -> str:
@@ -546,18 +570,23 @@ class SQLiteStorage:
     async def save_event(self, event: BaseEvent, context: ContextLike) -> None:
         """Append one event; returns once it is committed."""
         sid = _hex_id(context.stream.id)
-        type_name, payload = self.codec.encode(event)  # a bad event fails here, before any write
+        codec = self.codec
+        # Encoded now, on the caller's side: a bad event fails before any write,
+        # and a mutable event is stored as it is at this call.
+        type_name, payload = codec.encode(event)
+        described = _described(codec, event)
+        item = event if codec.frozen_events else (type_name, payload)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now = _now()
             stamp = utc_text(now)
             row_id, revision = self._ensure_session(conn, sid, now, stamp)
-            conn.execute(_APPEND_EVENT, (row_id, type_name, payload, stamp, row_id))
+            conn.execute(_APPEND_EVENT, (row_id, type_name, payload, *described, stamp, row_id))
 
             def after_commit() -> None:
                 cached = self._cache.get(sid)
                 if cached is not None and cached.row_id == row_id and cached.revision == revision:
-                    cached.events.append(event)
+                    cached.items.append(item)
                     cached.revision += 1
                 else:
                     self._cache.pop(sid, None)
@@ -588,21 +617,32 @@ class SQLiteStorage:
         if not rows:
             return []
         row_id, revision = int(rows[0][0]), int(rows[0][1])
-        with self._cache_lock:
-            cached = self._cache.get(sid)
-            if cached is not None and cached.row_id == row_id and cached.revision == revision:
-                return list(cached.events)
+        frozen = self.codec.frozen_events
+        if frozen:
+            with self._cache_lock:
+                cached = self._cache.get(sid)
+                if cached is not None and cached.row_id == row_id and cached.revision == revision:
+                    return list(cached.items)
         decode = self.codec.decode
         events = [decode(type_name, payload) for _, _, type_name, payload in rows if type_name is not None]
+        items = list(events) if frozen else [(t, p) for _, _, t, p in rows if t is not None]
         with self._cache_lock:
-            self._cache_put(sid, _Cached(row_id, revision, list(events)))
+            self._cache_put(sid, _Cached(row_id, revision, items))
         return events
 
     async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
         sid = _hex_id(stream_id)
-        new = list(events)  # a non-event fails in encode, inside the transaction, which then rolls back
-        encode = self.codec.encode
+        new = list(events)
+        codec = self.codec
+        frozen = codec.frozen_events
+        encode = codec.encode
+        # Frozen events are encoded in the transaction, only from the first change
+        # on (a bad one fails there and the transaction rolls back). Mutable ones
+        # are encoded all, now: they are stored as they are at this call, and
+        # compared by their text, never by identity.
+        encoded = None if frozen else [encode(event) for event in new]
+        described = None if frozen else [_described(codec, event) for event in new]
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now_dt = _now()
@@ -611,8 +651,15 @@ class SQLiteStorage:
             with self._cache_lock:
                 cached = self._cache.get(sid)
             keep = 0
-            if cached is not None and cached.row_id == row_id and cached.revision == revision:
-                old = cached.events
+            if encoded is not None:
+                valid = cached is not None and cached.row_id == row_id and cached.revision == revision
+                stored_texts = cached.items if valid and cached is not None else _stored_events(conn, row_id)
+                stored_count = len(stored_texts)
+                limit = min(stored_count, len(new))
+                while keep < limit and encoded[keep] == stored_texts[keep]:
+                    keep += 1
+            elif cached is not None and cached.row_id == row_id and cached.revision == revision:
+                old = cached.items
                 stored_count = len(old)
                 limit = min(stored_count, len(new))
                 # List equality runs in C and short-cuts on identity, so the usual
@@ -633,13 +680,22 @@ class SQLiteStorage:
             if keep < stored_count:
                 deleted = conn.execute("DELETE FROM events WHERE session = ? AND position >= ?", (row_id, keep))
                 changes += deleted.rowcount
-            rows = [(row_id, keep + i, *encode(item), now) for i, item in enumerate(new[keep:])]
+            if encoded is None or described is None:
+                rows = [
+                    (row_id, keep + i, *encode(item), *_described(codec, item), now)
+                    for i, item in enumerate(new[keep:])
+                ]
+            else:
+                rows = [
+                    (row_id, position, *encoded[position], *described[position], now)
+                    for position in range(keep, len(new))
+                ]
             if rows:
                 conn.executemany(_INSERT_EVENT, rows)
                 changes += len(rows)
 
             def after_commit() -> None:
-                self._cache_put(sid, _Cached(row_id, revision + changes, new))
+                self._cache_put(sid, _Cached(row_id, revision + changes, new if encoded is None else encoded))
 
             return None, after_commit
 

@@ -123,7 +123,7 @@ def test_export_needs_ids_or_all(call: Call, tmp_path: Path) -> None:
     done = call("--db", db, "export")
     assert (done.code, done.err) == (1, "sessionstore: error: give session ids to export, or --all\n")
     header, session, event = call("--db", db, "export", "--all").out.splitlines()
-    assert json.loads(header) == {"format": "sessionstore-export", "version": 1}
+    assert json.loads(header) == {"format": "sessionstore-export", "version": 2}
     assert json.loads(session)["kind"] == "session"
     assert json.loads(event)["payload"] == '{"content":"a"}'  # the stored text, verbatim
 
@@ -202,13 +202,13 @@ def test_default_database_location(call: Call, tmp_path: Path, monkeypatch: pyte
 def test_db_commands_move_the_schema_and_writes_wait_for_head(call: Call, tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     (sid,) = write_db(db, [Spec([UserMessage("hello there")])])
-    assert call("--db", db, "db", "current").out == "0002 (head)\n"
+    assert call("--db", db, "db", "current").out == "0003 (head)\n"
     history = call("--db", db, "db", "history").out.splitlines()
-    assert history[0].startswith("0001 -> 0002 (head): ") and history[-1].startswith("base -> 0001: ")
+    assert history[0].startswith("0002 -> 0003 (head): ") and history[-1].startswith("base -> 0001: ")
 
     down = call("--db", db, "db", "downgrade", "0001")
-    assert down.code == 0 and down.out.startswith(f"downgraded {db} from 0002 to 0001; backup at ")
-    assert call("--db", db, "db", "current").out == "0001 (head is 0002: run `sessionstore db upgrade`)\n"
+    assert down.code == 0 and down.out.startswith(f"downgraded {db} from 0003 to 0001; backup at ")
+    assert call("--db", db, "db", "current").out == "0001 (head is 0003: run `sessionstore db upgrade`)\n"
     # Reading still works on the older file; writing and searching say what to run; check fails.
     assert sid[:12] in call("--db", db, "list").out
     before = fingerprint(db)
@@ -219,9 +219,9 @@ def test_db_commands_move_the_schema_and_writes_wait_for_head(call: Call, tmp_pa
     assert fingerprint(db) == before
 
     up = call("--db", db, "db", "upgrade")
-    assert up.code == 0 and up.out.startswith(f"upgraded {db} from 0001 to 0002")
+    assert up.code == 0 and up.out.startswith(f"upgraded {db} from 0001 to 0003")
     assert call("--db", db, "search", "hello").out.startswith(sid[:12])  # indexed by the upgrade
-    assert call("--db", db, "db", "upgrade").out == f"{db} is already at 0002\n"
+    assert call("--db", db, "db", "upgrade").out == f"{db} is already at 0003\n"
     unknown = call("--db", db, "db", "downgrade", "nope")
     assert unknown.code == 1 and unknown.err.startswith("sessionstore: error: no schema revision 'nope'")
     missing = tmp_path / "missing.db"

@@ -39,13 +39,17 @@ def test_from_something_odd_yesterday_to_the_transcript_in_two_commands(sessions
     expected = [
         ("system", "You are careful."),
         ("user", "Why is the build red?"),
-        ("tool call", 'run(cmd="pytest -x")  [c1]'),
-        ("tool result", "[c1] 1 failed: test_parse_dates"),
+        ("tool call", 'run(cmd="pytest -x")'),
+        ("tool result", "1 failed: test_parse_dates"),
         ("assistant", "test_parse_dates fails: the fixture expects UTC."),
-        ("myapp.handoff", '{"to_agent": "reviewer"}'),  # a type this version does not know, by its name
     ]
-    assert stamped == [f"{who:<13}  {what}" for who, what in expected]
+    assert stamped == [f"{who:<11}  {what}" for who, what in expected]
     assert "It was green yesterday." in body  # the second line of a message, indented under the first
+    # An event that is not a message (here a type this version does not know) is counted, not shown...
+    assert body.endswith("(1 event that is not a message not shown: myapp.handoff; --all shows it)\n")
+    everything = sessionstore("show", first.split()[0][:6], "--all", env=env).stdout
+    # ... unless asked for: then it is listed by its type name, with its payload.
+    assert everything.splitlines()[-1][21:] == 'myapp.handoff  {"to_agent":"reviewer"}'
 
 
 def test_json_output_is_machine_readable(sessionstore: Run, tmp_path: Path) -> None:

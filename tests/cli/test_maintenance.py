@@ -66,7 +66,7 @@ def _export_lines(tmp_path: Path) -> list[str]:
     [
         (lambda lines: ["not json", *lines[1:]], "line 1: not a JSON object"),
         (lambda lines: lines[1:], "line 1: not a sessionstore export"),
-        (lambda lines: ['{"format": "sessionstore-export", "version": 2}', *lines[1:]], "format version 2"),
+        (lambda lines: ['{"format": "sessionstore-export", "version": 3}', *lines[1:]], "format version 3"),
         (lambda lines: [*lines, lines[1]], "appears twice"),
         (lambda lines: [lines[0], lines[1], lines[3], lines[2]], "line 4: position must be an integer above 1, got 0"),
         (lambda lines: [lines[0], lines[2]], "line 2: an event must follow the line of its session"),
@@ -95,7 +95,7 @@ def test_export_keeps_every_record_field(tmp_path: Path) -> None:
     db = tmp_path / "src.db"
     write_db(db, [Spec([UserMessage("a")], cwd="/x", meta={"client": "zed", "n": [1, 2]}, title="T")])
     header, session, event = (json.loads(line) for line in _read(asyncio.run(_dump(db, tmp_path))))
-    assert header == {"format": "sessionstore-export", "version": 1}
+    assert header == {"format": "sessionstore-export", "version": 2}
     assert set(session) == {
         "kind",
         "session_id",
@@ -109,7 +109,17 @@ def test_export_keeps_every_record_field(tmp_path: Path) -> None:
         "released",
     }
     assert (session["cwd"], session["meta"], session["title"]) == ("/x", {"client": "zed", "n": [1, 2]}, "T")
-    assert set(event) == {"kind", "session_id", "position", "type", "payload", "created_at"}
+    assert set(event) == {
+        "kind",
+        "session_id",
+        "position",
+        "type",
+        "payload",
+        "role",
+        "text",
+        "text_path",
+        "created_at",
+    }
 
 
 async def _dump(db: Path, tmp_path: Path) -> Path:

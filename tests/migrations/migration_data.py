@@ -14,6 +14,8 @@ import sqlite3
 import uuid
 from pathlib import Path
 
+from sessionstore.maintenance import legacy_description
+
 WORDS = (
     "the a to of and in is it that for on with as this be are not was by at from or have an you can if will but "
     "file test build error function value return import module class string list dict config path line run fix "
@@ -101,16 +103,32 @@ def fill(conn: sqlite3.Connection, *, sessions: int = 4, turns: int = 3, seed: i
         )
 
 
+def fill_described(conn: sqlite3.Connection) -> None:
+    """:func:`fill`, then each event's role and text as sessionstore's codec describes it (0003 on)."""
+    fill(conn)
+    rows = conn.execute("SELECT id, type, payload FROM events").fetchall()
+    described = [(row_id, legacy_description(kind, payload)) for row_id, kind, payload in rows]
+    conn.executemany(
+        "UPDATE events SET role = ?, text = ?, text_path = ? WHERE id = ?",
+        [(d.role, None if d.path else d.text, d.path, row_id) for row_id, d in described],
+    )
+
+
 # How to fill a file at each revision. The upgrade test builds every revision
 # with its filler; a revision without one fails that test until it has one.
-FILLERS = {"0001": fill, "0002": fill}
+FILLERS = {"0001": fill, "0002": fill, "0003": fill_described}
+
+# The columns every revision has: what an upgrade and a downgrade must keep as they were.
+SESSION_COLUMNS = "id, session_id, cwd, additional_directories, mcp_servers, meta, title, created_at, updated_at,"
+SESSION_COLUMNS += " released, revision"
+EVENT_COLUMNS = "id, session, position, type, payload, created_at"
 
 
 def snapshot(conn: sqlite3.Connection) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of the models' tables, in a stable order."""
+    """Every row of the models' tables (the columns of every revision), in a stable order."""
     return {
-        "sessions": conn.execute("SELECT * FROM sessions ORDER BY id").fetchall(),
-        "events": conn.execute("SELECT * FROM events ORDER BY id").fetchall(),
+        "sessions": conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY id").fetchall(),
+        "events": conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY id").fetchall(),
     }
 
 

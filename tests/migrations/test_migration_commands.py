@@ -25,14 +25,14 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> str
 def test_alembic_command_line_from_the_repository_root(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     alembic = [sys.executable, "-m", "alembic"]
-    assert "-> 0002" in run([*alembic, "-x", f"db={db}", "upgrade", "head"], cwd=REPO)
+    assert "-> 0003" in run([*alembic, "-x", f"db={db}", "upgrade", "head"], cwd=REPO)
     assert "No new upgrade operations detected" in run([*alembic, "-x", f"db={db}", "check"], cwd=REPO)
-    assert "0002 (head)" in run([*alembic, "-x", f"db={db}", "current"], cwd=REPO)
-    assert "0001 -> 0002 (head)" in run([*alembic, "history"], cwd=REPO)
+    assert "0003 (head)" in run([*alembic, "-x", f"db={db}", "current"], cwd=REPO)
+    assert "0002 -> 0003 (head)" in run([*alembic, "history"], cwd=REPO)
     assert os.stat(db).st_mode & 0o777 == 0o600
 
     env = {**os.environ, "SESSIONSTORE_DB": str(db)}  # the file, when -x db is not given
-    assert "0002 -> 0001" in run([*alembic, "downgrade", "-1"], cwd=REPO, env=env)
+    assert "0003 -> 0002" in run([*alembic, "downgrade", "-1"], cwd=REPO, env=env)
     assert "0001 -> , baseline" in run([*alembic, "downgrade", "base"], cwd=REPO, env=env)
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT name FROM sqlite_master WHERE name IN ('sessions', 'events')").fetchall() == []
@@ -89,7 +89,7 @@ def test_the_wheel_carries_the_migrations(tmp_path: Path) -> None:
 
     # The commands for an install without alembic.ini: the console script's ``db`` group.
     sessionstore = str(venv / "bin" / "sessionstore")
-    assert run([sessionstore, "db", "current", "--db", "old.db"], cwd=work, env=env).startswith("0002 (head)")
-    assert "0001 -> 0002 (head): inspection views" in run([sessionstore, "db", "history"], cwd=work, env=env)
+    assert run([sessionstore, "db", "current", "--db", "old.db"], cwd=work, env=env).startswith("0003 (head)")
+    assert "0002 -> 0003 (head): each event's role and text" in run([sessionstore, "db", "history"], cwd=work, env=env)
     assert "to base" in run([sessionstore, "db", "downgrade", "base", "--db", "new.db"], cwd=work, env=env)
-    assert "to 0002" in run([sessionstore, "db", "upgrade", "--db", "new.db"], cwd=work, env=env)
+    assert "to 0003" in run([sessionstore, "db", "upgrade", "--db", "new.db"], cwd=work, env=env)

@@ -24,6 +24,8 @@ from sessionstore import (
     SQLiteStorage,
     migrate,
 )
+from sessionstore.maintenance import legacy_description
+from sessionstore.models import EVENT_TEXT
 
 REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]
 Build = Callable[[str], Path]
@@ -61,12 +63,32 @@ async def test_a_file_at_every_older_revision_upgrades_on_open_with_every_row_in
     assert os.stat(backup).st_mode & 0o777 == 0o600
     assert migrate.current(backup) == revision and rows_of(backup) == before
     with contextlib.closing(sqlite3.connect(path)) as conn:  # the new objects see the old rows
-        assert conn.execute("SELECT count(*) FROM transcript").fetchone() == (len(before["events"]),)
+        # Every event of sessionstore's own types is in the transcript with the role and text its codec
+        # gives it; the unknown type and the hand-broken payload are kept, with no role.
+        described = [
+            (row_id, *legacy_description(kind, payload))
+            for row_id, kind, payload in conn.execute("SELECT id, type, payload FROM events ORDER BY id")
+        ]
+
+        assert [
+            (row_id, role, text, path)
+            for row_id, role, text, path in conn.execute(
+                f"SELECT id, role, {EVENT_TEXT.format(e='e')}, text_path FROM events AS e ORDER BY id"
+            )
+        ] == described
+        # A string content is kept once, in the payload; only other text is stored.
+        assert (
+            conn.execute("SELECT count(*) FROM events WHERE text IS NOT NULL AND text_path IS NOT NULL").fetchone()[0]
+            == 0
+        )
+        messages = sum(1 for _, role, _, _ in described if role is not None)
+        assert messages == len(before["events"]) - 2
+        assert conn.execute("SELECT count(*) FROM transcript").fetchone() == (messages,)
         assert conn.execute("SELECT sum(events) FROM session_overview").fetchone() == (len(before["events"]),)
         hits = conn.execute(
-            "SELECT e.type FROM events_fts JOIN events e ON e.id = events_fts.rowid WHERE events_fts MATCH 'handoff'"
+            "SELECT e.type FROM events_fts JOIN events e ON e.id = events_fts.rowid WHERE events_fts MATCH 'careful'"
         ).fetchall()
-        assert hits == [("myapp.handoff",)]
+        assert hits == [("system_message",)] * 4
         conn.execute("INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 1)")
 
 

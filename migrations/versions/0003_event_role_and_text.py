@@ -1,0 +1,183 @@
+"""each event's role and text, as its codec described it
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-30
+
+Until 0002 the views and the full-text index worked the role and text of an
+event out of its payload with ``json_extract``, so they knew only
+sessionstore's own event types: an AG2 agent's events showed no text and could
+not be found. From here the storage asks the event's codec (``describe``) when
+it writes a row and stores the answer in two columns:
+
+* ``events.role``: ``user``, ``assistant``, ``system``, ``tool_call``, ``tool``,
+  or NULL for an event that is not part of the conversation (usage figures, a
+  second copy of a tool call);
+* ``events.text``: what a person reads, and what search finds; or, when that
+  text is a string inside the payload, ``events.text_path`` says where
+  (``$.content``) and the text is not stored twice.
+
+``transcript`` is now the rows that have a role; ``session_overview`` titles a
+session by its first ``user`` row; ``events_fts`` indexes ``events.text``
+directly (external content over ``events``), so its triggers copy a column
+instead of parsing JSON on every commit. Rows already in the file are filled
+by 0002's expressions, which describe exactly the events that existed then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+
+from alembic import context, op
+
+revision: str = "0003"
+down_revision: str | Sequence[str] | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# What 0002 gave a role: sessionstore's own types, with a payload that is a JSON object.
+ROLE = (
+    "CASE WHEN NOT json_valid(payload) OR json_type(payload) <> 'object' THEN NULL ELSE CASE type"
+    " WHEN 'user_message' THEN 'user' WHEN 'model_message' THEN 'assistant' WHEN 'system_message' THEN 'system'"
+    " WHEN 'tool_call' THEN 'tool_call' WHEN 'tool_result' THEN 'tool' END END"
+)
+# Those rows described as sessionstore's codec describes them (JsonCodec.describe):
+# a string, list or dict content is found at $.content; other content is its JSON; a
+# tool call is name(key=value, ...), each value as JSON.
+_ARGUMENT = (
+    "a.key || '=' || CASE a.type WHEN 'text' THEN json_quote(a.value) WHEN 'true' THEN 'true'"
+    " WHEN 'false' THEN 'false' WHEN 'null' THEN 'null' ELSE a.value END"
+)
+TEXT_PATH = (
+    "CASE WHEN role IS NOT NULL AND type <> 'tool_call'"
+    " AND json_type(payload, '$.content') IN ('text', 'object', 'array') THEN '$.content' END"
+)
+TEXT = (
+    "CASE WHEN role IS NULL THEN NULL"
+    " WHEN type = 'tool_call' THEN json_extract(payload, '$.name') || '(' ||"
+    f" COALESCE((SELECT group_concat({_ARGUMENT}, ', ') FROM json_each(payload, '$.arguments') AS a), '') || ')'"
+    " WHEN text_path IS NOT NULL THEN NULL"
+    " ELSE CASE json_type(payload, '$.content') WHEN 'null' THEN NULL WHEN 'true' THEN 'true'"
+    " WHEN 'false' THEN 'false' ELSE CAST(json_extract(payload, '$.content') AS TEXT) END END"
+)
+
+
+def _text_of(row: str) -> str:
+    """An event row's text (``e``, ``NEW`` or ``OLD``): the stored text, or the payload's string at its path.
+
+    Guarded by json_valid: a payload edited by hand into bad JSON gives no text
+    rather than an error in every query that reads the view.
+    """
+    return (
+        f"CASE WHEN {row}.text_path IS NULL THEN {row}.text"
+        f" WHEN json_valid({row}.payload) THEN json_extract({row}.payload, {row}.text_path) END"
+    )
+
+
+TRANSCRIPT = f"""CREATE VIEW transcript AS
+SELECT
+    s.session_id AS session_id,
+    e.position AS position,
+    e.type AS type,
+    e.role AS role,
+    {_text_of("e")} AS text,
+    e.created_at AS created_at,
+    e.id AS event_id
+FROM events AS e JOIN sessions AS s ON s.id = e.session
+WHERE e.role IS NOT NULL"""
+
+SESSION_OVERVIEW = f"""CREATE VIEW session_overview AS
+SELECT
+    o.session_id AS session_id,
+    COALESCE(o.title, CASE WHEN length(o.prompt) > 80 THEN substr(o.prompt, 1, 79) || '…' ELSE o.prompt END) AS title,
+    o.cwd AS cwd,
+    o.created_at AS created_at,
+    o.updated_at AS updated_at,
+    o.released AS released,
+    (SELECT count(*) FROM events AS c WHERE c.session = o.id) AS events
+FROM (
+    SELECT s.*, replace(replace((
+        SELECT {_text_of("u")} FROM events AS u WHERE u.session = s.id AND u.role = 'user' ORDER BY u.position LIMIT 1
+    ), char(13), ' '), char(10), ' ') AS prompt
+    FROM sessions AS s
+) AS o"""
+
+# External content over the transcript: snippet() reads the text from there,
+# so no text is stored twice. Only rows with a role are in the transcript, so
+# only they are indexed; the delete triggers recompute the old text from the
+# old row, which is what the index needs to forget it.
+EVENTS_FTS = (
+    "CREATE VIRTUAL TABLE events_fts USING fts5("
+    "text, content='transcript', content_rowid='event_id', detail='none', columnsize=0,"
+    " tokenize=\"unicode61 remove_diacritics 2 tokenchars '_'\")"
+)
+
+TRIGGERS = {
+    "events_fts_insert": (
+        "CREATE TRIGGER events_fts_insert AFTER INSERT ON events WHEN NEW.role IS NOT NULL BEGIN"
+        f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_text_of('NEW')}); END"
+    ),
+    "events_fts_delete": (
+        "CREATE TRIGGER events_fts_delete AFTER DELETE ON events WHEN OLD.role IS NOT NULL BEGIN"
+        f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_text_of('OLD')}); END"
+    ),
+    "events_fts_update_old": (
+        "CREATE TRIGGER events_fts_update_old AFTER UPDATE ON events WHEN OLD.role IS NOT NULL BEGIN"
+        f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_text_of('OLD')}); END"
+    ),
+    "events_fts_update_new": (
+        "CREATE TRIGGER events_fts_update_new AFTER UPDATE ON events WHEN NEW.role IS NOT NULL BEGIN"
+        f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_text_of('NEW')}); END"
+    ),
+}
+
+
+def _revision_0002() -> ModuleType:
+    # 0002's SQL, as released: its text expression fills the new columns, and a
+    # downgrade puts its objects back exactly.
+    module: ModuleType = context.script.get_revision("0002").module
+    return module
+
+
+def _drop(triggers: Sequence[str]) -> None:
+    for name in reversed(triggers):
+        op.execute(f"DROP TRIGGER IF EXISTS {name}")
+    op.execute("DROP TABLE IF EXISTS events_fts")
+    op.execute("DROP VIEW IF EXISTS session_overview")
+    op.execute("DROP VIEW IF EXISTS transcript")
+
+
+def upgrade() -> None:
+    old = _revision_0002()
+    _drop(list(old.TRIGGERS))
+    # Plain ALTER TABLE: a batch rebuild would drop the table's revision triggers with it.
+    op.execute("ALTER TABLE events ADD COLUMN role TEXT")
+    op.execute("ALTER TABLE events ADD COLUMN text TEXT")
+    op.execute("ALTER TABLE events ADD COLUMN text_path TEXT")
+    # Filling the new columns changes no event, so it must not count as a change
+    # of every session (sessions.revision): the update trigger is off meanwhile.
+    # (The index's triggers are made after the fill, and the index rebuilt once.)
+    bind = op.get_bind()
+    counting = bind.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'events_revision_update'").scalar()
+    op.execute("DROP TRIGGER IF EXISTS events_revision_update")
+    op.execute(f"UPDATE events SET role = {ROLE}")
+    op.execute(f"UPDATE events SET text_path = {TEXT_PATH}")
+    op.execute(f"UPDATE events SET text = {TEXT}")
+    if counting is not None:
+        op.execute(counting)
+    op.execute(TRANSCRIPT)
+    op.execute(SESSION_OVERVIEW)
+    op.execute(EVENTS_FTS)
+    for ddl in TRIGGERS.values():
+        op.execute(ddl)
+    op.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+
+
+def downgrade() -> None:
+    old = _revision_0002()
+    _drop(list(TRIGGERS))
+    op.execute("ALTER TABLE events DROP COLUMN text_path")
+    op.execute("ALTER TABLE events DROP COLUMN text")
+    op.execute("ALTER TABLE events DROP COLUMN role")
+    old.upgrade()
