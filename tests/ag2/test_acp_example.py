@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _acp_client import TIMEOUT, Files, agent_process, rows, within
 
-from sessionstore.ag2.example import PROVIDERS, model_from_factory, model_from_spec
+from sessionstore.ag2.example import PROVIDERS, main, model_from_factory, model_from_spec
 
 
 @pytest.fixture
@@ -41,22 +41,27 @@ async def test_the_example_serves_a_durable_session_over_stdio(files: Files) -> 
     assert files.recording_lines()[0]["messages"][-1] == {"event": "ModelRequest", "role": "user", "text": "Hi there"}
 
 
-def test_the_example_refuses_a_model_it_cannot_build(files: Files) -> None:
+def test_the_example_refuses_a_model_it_cannot_build(files: Files, capsys: pytest.CaptureFixture[str]) -> None:
+    # One as a real process: a usage error, exit code 2, nothing created.
+    done = subprocess.run(
+        example("--db", str(files.db), "--model", "gpt-4o"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "PROVIDER:MODEL" in done.stderr
     for args, expected in [
-        (["--model", "gpt-4o"], "PROVIDER:MODEL"),
         (["--model", "acme:fast"], "unknown provider 'acme'"),
+        (["--model", "openai:"], "PROVIDER:MODEL"),
         (["--model-factory", "no_such_module:make"], "cannot load the model factory"),
         ([], "one of the arguments --model --model-factory is required"),
     ]:
-        done = subprocess.run(
-            example("--db", str(files.db), *args),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 2, (args, done.stderr)
-        assert expected in done.stderr, (args, done.stderr)
+        with pytest.raises(SystemExit) as stopped:
+            main(["--db", str(files.db), *args])
+        assert stopped.value.code == 2, args
+        assert expected in capsys.readouterr().err, args
     assert not files.db.exists()
 
 
