@@ -98,6 +98,10 @@ def _record(session: AgentSession, *, stored: SessionRecord | None = None) -> Se
     )
 
 
+RESOURCE_NOT_FOUND = -32002  # ACP's code for an unknown session (acp.RequestError.resource_not_found)
+INTERNAL_ERROR = -32603  # JSON-RPC's, which AG2 answers a failed turn with
+
+
 def _not_found(session_id: str) -> acp.RequestError:
     # The same answer AG2 gives for an id it does not know.
     return acp.RequestError.resource_not_found(f"acp-session:{session_id}")
@@ -244,11 +248,15 @@ class _DurableSessions(SessionStore):
         self._found.pop(session.session_id, None)
         if drop:
             return  # AG2 dropped the history, which deletes the row and its events
-        stored = await self._catalog.load_session(session.stream_id)
-        if stored is not None and not stored.released:
-            # Not touch_session: letting go is not activity, and updatedAt is what session/list and prune
-            # read as the last activity.
-            await self._catalog.save_session(replace(stored, released=True))
+        # Bookkeeping: a failure is logged, so one session's row cannot keep the others from being let go.
+        try:
+            stored = await self._catalog.load_session(session.stream_id)
+            if stored is not None and not stored.released:
+                # Not touch_session: letting go is not activity, and updatedAt is what session/list and
+                # sessionstore prune read as the last activity.
+                await self._catalog.save_session(replace(stored, released=True))
+        except Exception:
+            logger.warning("could not mark session %s released", session.session_id, exc_info=True)
 
 
 class _DurableScope(_ConnectionScope):
@@ -288,11 +296,7 @@ class _DurableScope(_ConnectionScope):
         }
 
     async def _adopt_stored(self, stream_id: UUID, context: dict[str, Any]) -> AgentSession | None:
-        """Adopt a session that has a row but is not live here; None when it is live, or has no row.
-
-        AG2's load only adopts sessions with events; a session stored before its first prompt (its process was
-        killed) has a row and no events, and is listed, so it must load and resume too.
-        """
+        """Adopt a session from its row alone (it may have no events); None when it is live here, or has no row."""
         with contextlib.suppress(UnknownSessionError):
             await self._sessions.get(stream_id.hex)
             return None
@@ -315,16 +319,22 @@ class _DurableScope(_ConnectionScope):
         """AG2's load (replay, repair), for any stored session; the row follows the request's context."""
         self._require_session_scope()
         stream_id = self._parse_session_id(session_id)
-        early = None
-        if not list(await self._sessions.storage.get_history(stream_id)):
-            context = self._adopt_context(cwd, additional_directories, mcp_servers, dict(kwargs))
-            early = await self._adopt_stored(stream_id, context)
         try:
             await super().load_session(cwd, stream_id.hex, mcp_servers, additional_directories, **kwargs)
-        except BaseException:
-            if early is not None:
+        except acp.RequestError as exc:
+            # AG2 knows a session only by its events. One stored before its first prompt (its process was
+            # killed, or it was let go unused) has a row and no events; it is listed, so it loads too.
+            if exc.code != RESOURCE_NOT_FOUND:
+                raise
+            context = self._adopt_context(cwd, additional_directories, mcp_servers, dict(kwargs))
+            early = await self._adopt_stored(stream_id, context)
+            if early is None:
+                raise
+            try:
+                await super().load_session(cwd, stream_id.hex, mcp_servers, additional_directories, **kwargs)
+            except BaseException:
                 await self._sessions.forget(early.session_id)
-            raise
+                raise
         # The replay went out; refreshing the row's context is bookkeeping, so a failure is logged, not raised.
         try:
             await self.durable.save_context(await self._sessions.get(stream_id.hex))
@@ -426,13 +436,16 @@ class _DurableScope(_ConnectionScope):
         )
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
-        """AG2's turn; when it ends (done, cancelled or failed), ``updatedAt`` is stamped and sent to the client."""
+        """AG2's turn; when it ends (done, cancelled or failed), ``updatedAt`` is stamped and sent to the client.
+
+        A prompt refused before any turn ran (unknown session, queue full) is no activity and stamps nothing;
+        neither does a turn abandoned because the connection is closing (letting the session go records it).
+        """
         try:
             response = await super().prompt(session_id, prompt, **kwargs)
-        except asyncio.CancelledError:
-            raise  # the connection is going away; the let-go path records the session
-        except BaseException:
-            await self._turn_ended(session_id)
+        except acp.RequestError as exc:
+            if exc.code == INTERNAL_ERROR:  # the turn ran and failed
+                await self._turn_ended(session_id)
             raise
         await self._turn_ended(session_id)
         return response

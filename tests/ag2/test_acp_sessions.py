@@ -163,10 +163,22 @@ async def test_updated_at_is_stamped_when_a_turn_ends(files: Files) -> None:
             row = session_row(files.db, sid)
             assert row is not None
             assert sent == listed == stored_time(row["updated_at"]).isoformat()
+            # The update is the last thing the turn sends: after the answer.
+            assert client.recorder.kinds(sid)[-2:] == ["agent_message_chunk", "session_info_update"]
         assert len(client.recorder.of(sid, "session_info_update")) == 2
         assert stored_time(row["updated_at"]) > stored_time(created["updated_at"])
-        # The update is the last thing the turn sends: after the answer.
-        assert client.recorder.kinds(sid)[-2:] == ["agent_message_chunk", "session_info_update"]
+
+        # A turn that fails (the script has no third answer: the model raises) was activity too.
+        with pytest.raises(acp.RequestError) as failed:
+            await client.say(sid, "Three?")
+        assert failed.value.code == INTERNAL
+        failed_row = session_row(files.db, sid)
+        assert failed_row is not None
+        assert stored_time(failed_row["updated_at"]) > stored_time(row["updated_at"])
+        assert (
+            client.recorder.of(sid, "session_info_update")[-1].updated_at
+            == stored_time(failed_row["updated_at"]).isoformat()
+        )
 
 
 async def test_a_client_sets_and_clears_a_title(files: Files) -> None:
