@@ -125,6 +125,7 @@ from ag2.events import (
     UsageEvent,
 )
 from ag2.events.base import Field, FieldInfo
+from ag2.events.conditions import OrCondition, TypeCondition
 from ag2.events.task_events import TaskEvent
 from ag2.events.tool_events import ToolEvent
 from ag2.events.types import ModelEvent
@@ -573,6 +574,8 @@ class AG2Codec:
                 if not (isinstance(event.type_name, str) and isinstance(event.payload, str)):
                     raise EventEncodeError("a StoredUnknownEvent's type_name and payload must be the stored text")
                 return event.type_name, event.payload
+            if not isinstance(event, BaseEvent):
+                raise EventEncodeError(f"not an AG2 event: {_qualified(cls)} (AG2Codec stores ag2.events.BaseEvent)")
             raise EventEncodeError(_unregistered(cls, ""))
         try:
             fields = self._fields(event, "")
@@ -816,14 +819,14 @@ def _refuse(message: str) -> Any:
 def _unregistered(cls: type, path: str) -> str:
     where = f" at {path}" if path else ""
     if isinstance(cls, type) and issubclass(cls, BaseEvent):
-        what = "AG2 event class"
+        what = "an AG2 event class"
     elif isinstance(cls, type) and (issubclass(cls, (BaseModel, Enum, BaseException)) or dataclasses.is_dataclass(cls)):
-        what = "class"
+        what = "a class"
     else:
-        return f"not an AG2 event: {_qualified(cls)} (AG2Codec stores ag2.events.BaseEvent subclasses)"
+        return f"{_qualified(cls)}{where} is not something AG2Codec stores"
     example = f"{{{cls.__name__}: 'myapp.{_snake(cls.__name__)}'}}"
     return (
-        f"{_qualified(cls)}{where} is not an {what} this codec knows: register it under a stable name of your "
+        f"{_qualified(cls)}{where} is not {what} this codec knows: register it under a stable name of your "
         f"own, AG2Codec(extra={example}) or codec.register({cls.__name__}, 'myapp.{_snake(cls.__name__)}')"
     )
 
@@ -918,6 +921,12 @@ def _unsupported(tp: Any, known: dict[str, set[type]]) -> str | None:
     """Why values of annotation ``tp`` cannot be stored, or None if they can (or cannot be told from it)."""
     if isinstance(tp, (str, typing.ForwardRef)):
         return None  # not resolvable here: each value is checked when it is stored
+    if isinstance(tp, OrCondition):  # `SomeEvent | None`: on AG2's event classes `|` makes a stream filter
+        return next(filter(None, (_unsupported(c, known) for c in tp.conditions)), None)
+    if isinstance(tp, TypeCondition):
+        expected = tp._expected_type
+        alternatives = expected if isinstance(expected, tuple) else (expected,)
+        return next(filter(None, (_unsupported(t, known) for t in alternatives)), None)
     try:
         if tp in _PLAIN_ANNOTATIONS:
             return None
@@ -983,7 +992,10 @@ def _data_text(data: Any) -> str:
     if isinstance(data, str):
         return data
     if isinstance(data, BaseModel):
-        return data.model_dump_json()
+        try:
+            return data.model_dump_json()
+        except ValueError:  # bytes that are not UTF-8, say
+            return json.dumps(_plain(data.model_dump()), ensure_ascii=False, default=str)
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         data = dataclasses.asdict(data)
     try:
