@@ -83,7 +83,11 @@ def _json_servers(servers: list[Any]) -> list[Any]:
 
 
 def _record(session: AgentSession, *, stored: SessionRecord | None = None) -> SessionRecord:
-    """The row for ``session``'s current context; title and creation time carried over from ``stored``."""
+    """The row for ``session``'s current context, live (not released).
+
+    Title and times are carried over from ``stored``: loading or resuming a session is not activity in it,
+    and ``updatedAt`` stays the end of its last turn.
+    """
     now = datetime.now(UTC)
     return SessionRecord(
         session_id=session.session_id,
@@ -93,7 +97,7 @@ def _record(session: AgentSession, *, stored: SessionRecord | None = None) -> Se
         meta=dict(session.meta),
         title=stored.title if stored is not None else None,
         created_at=stored.created_at if stored is not None else now,
-        updated_at=now,
+        updated_at=stored.updated_at if stored is not None else now,
         released=False,
     )
 

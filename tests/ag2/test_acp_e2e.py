@@ -131,6 +131,8 @@ async def test_sessions_survive_sigkill_and_are_listed_loaded_resumed_and_closed
         (result,) = agent.recorder.of(sid, "tool_call_update")
         assert result.tool_call_id == "call_k" and result.status == "completed"
         assert [c.content.text for c in result.content] == [glossary]
+        # Loading is not activity: the listed time is still the end of the last turn.
+        assert (await within(agent.conn.list_sessions())).sessions[0].updated_at == turn_end
 
         agent.recorder.clear()
         assert (await agent.say(sid, THIRD)).stop_reason == "end_turn"

@@ -308,7 +308,8 @@ async def test_resume_restores_without_replay_and_the_next_prompt_sees_everythin
     async with served(durable(files)) as client:
         sid = await client.new(PROJECT, client="zed")
         await client.say(sid, "What is a loquat?")
-    assert session_row(files.db, sid)["released"] == 1  # type: ignore[index]
+    before = session_row(files.db, sid)
+    assert before is not None and before["released"] == 1
 
     async with served(durable(files)) as client:
         with pytest.raises(acp.RequestError) as unknown:
@@ -323,6 +324,7 @@ async def test_resume_restores_without_replay_and_the_next_prompt_sees_everythin
         assert row["released"] == 0
         assert row["cwd"] == OTHER  # the request's context
         assert json.loads(row["meta"]) == {"client": "zed"}  # kept: the request carried no _meta
+        assert (row["created_at"], row["updated_at"]) == (before["created_at"], before["updated_at"])  # no activity
 
         await client.say(sid, "The same one?")
         seen = files.recording_lines()[-1]["messages"]
