@@ -49,8 +49,10 @@ import builtins
 import dataclasses
 import inspect
 import json
+import math
 import re
 import sys
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, MutableSequence, Sequence
@@ -133,7 +135,8 @@ from ag2.files.types import FileProvider, UploadedFile
 from ag2.task import TaskSpec
 from pydantic import BaseModel
 
-from ..codec import NOT_MINE, _as_text, _decode_tag, _dumps, _dumps_ascii, _encode_value, _make_parser, _Undecodable
+from .. import errors
+from ..codec import NOT_MINE, _as_text, _decode_tag, _encode_value, _make_parser, _Undecodable
 from ..errors import EventEncodeError
 
 __all__ = [
@@ -275,9 +278,31 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
             )
         },
         acp.exceptions.RequestError: "acp.RequestError",
+        # sessionstore's own: a tool whose result could not be stored fails with EventEncodeError.
+        **{
+            cls: f"sessionstore.{cls.__name__}"
+            for cls in (
+                errors.UnknownSessionError,
+                errors.SessionLimitError,
+                errors.SessionBusyError,
+                errors.ConnectionOverloadedError,
+                errors.StorageError,
+                errors.EventEncodeError,
+                errors.InvalidSessionIdError,
+                errors.NotADatabaseError,
+                errors.DatabaseCorruptError,
+                errors.DatabaseReadOnlyError,
+                errors.DatabaseFullError,
+                errors.DatabaseBusyError,
+                errors.SchemaError,
+                errors.SchemaTooNewError,
+                errors.SchemaOutOfDateError,
+                errors.MigrationError,
+            )
+        },
     }
 )
-"""AG2's and the ACP SDK's exceptions, by name. Python's built-in exceptions are stored under their own names."""
+"""AG2's, the ACP SDK's and sessionstore's exceptions, by name. Python's built-in ones go by their own names."""
 
 # Python's built-in exception classes under their canonical names (not the aliases: IOError is OSError).
 _BUILTIN_EXCEPTIONS: Final[Mapping[type[BaseException], str]] = MappingProxyType(
@@ -291,11 +316,24 @@ _BUILTIN_EXCEPTIONS: Final[Mapping[type[BaseException], str]] = MappingProxyType
 # Built-in exception state kept outside ``args`` (OSError's file names make its message).
 _EXCEPTION_MEMBERS: Final = ((OSError, ("filename", "filename2")), (ImportError, ("name", "path")))
 
+# Per thread (a storage may encode on its writer thread and on the event loop at once): exceptions being encoded.
+_encoding = threading.local()
+
 _RAISED_AS: Final = "_sessionstore_raised_as"
 """Attribute on a decoded exception that was stored as an ancestor: the dotted name of the class it was raised as."""
 
 # Names applications may not take: AG2's future classes get names under these.
-_RESERVED_PREFIXES: Final = ("ag2.", "acp.")
+_RESERVED_PREFIXES: Final = ("ag2.", "acp.", "sessionstore.")
+
+
+# The JSON codec's text settings, without the circular-reference check: the tree handed over is built fresh by
+# encode (a value holding itself fails there, as too deep), and the check costs a sixth of the dump.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False).encode
+_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False).encode
+
+# Stored as they are: the JSON values no tag is ever needed for (a float only when finite).
+_PLAIN_VALUES: Final = frozenset({str, int, bool, type(None)})
+_isfinite: Final = math.isfinite
 
 
 class StoredUnknownEvent(UnknownEvent):
@@ -386,7 +424,15 @@ class _DataclassPlan:
                 self.factories[f.name] = f.default_factory
 
     def encode(self, value: Any, path: str, extend: Callable[[Any, str], Any]) -> dict[str, Any]:
-        return {name: _encode_value(getattr(value, name), f"{path}.{name}", extend) for name in self.names}
+        out: dict[str, Any] = {}
+        for name in self.names:
+            item = getattr(value, name)
+            kind = type(item)
+            if kind in _PLAIN_VALUES or (kind is float and _isfinite(item)):
+                out[name] = item
+            else:
+                out[name] = _encode_value(item, f"{path}.{name}", extend)
+        return out
 
     def build(self, raw: Any) -> Any:
         if not isinstance(raw, dict) or not raw.keys() <= self.name_set:
@@ -402,6 +448,13 @@ class _DataclassPlan:
                 raise _Undecodable(f"{self.cls.__name__} is missing {name!r}")
             object.__setattr__(obj, name, value)
         return obj
+
+
+def _message(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:  # an application's __str__ that fails (or recurses) must not fail the write
+        return type(error).__name__
 
 
 def _constant(value: Any) -> Callable[[], Any]:
@@ -429,7 +482,7 @@ class AG2Codec:
     """Stores AG2's events: ``SQLiteStorage(path, codec=AG2Codec())`` is an AG2 ``Storage``.
 
     ``extra`` maps an application's own classes to stable names of its own (not
-    under ``ag2.`` or ``acp.``, which are kept for AG2's classes): AG2 event
+    under ``ag2.``, ``acp.`` or ``sessionstore.``, kept for the built-in tables): AG2 event
     subclasses, and the dataclasses, pydantic models, enums and exception classes
     its events hold (a tool returning a pydantic model stores it in a
     ``DataInput``). :meth:`register` adds one later. A class the codec cannot store
@@ -491,8 +544,8 @@ class AG2Codec:
                 raise ValueError(f"cannot register {_qualified(cls)} as {name!r}: that name is {_qualified(owner)}'s")
             if name.startswith(_RESERVED_PREFIXES):
                 raise ValueError(
-                    f"cannot register {_qualified(cls)} as {name!r}: names under {' and '.join(_RESERVED_PREFIXES)} "
-                    "are kept for AG2's own classes; use your application's prefix, e.g. 'myapp.'"
+                    f"cannot register {_qualified(cls)} as {name!r}: names under ag2., acp. and sessionstore. are "
+                    "kept for the classes this codec knows itself; use your application's prefix, e.g. 'myapp.'"
                 )
             kinds[cls] = kind
             batch_names[name] = cls
@@ -635,16 +688,23 @@ class AG2Codec:
     # -- encoding ---------------------------------------------------------------------------------------------------
 
     def _fields(self, event: Any, path: str) -> dict[str, Any]:
-        extend = self._extend
+        # The hot loop of every write. Plain values (created_at, names, ids) are taken as they are and a
+        # nested event or dataclass goes straight to its cached encoder; the rest is the JSON codec's.
+        encoders = self._encoders
         out: dict[str, Any] = {}
         for key, value in event.__dict__.items():
             if key[:1] == "_":
                 continue
             kind = type(value)
-            if kind is str or kind is bool or value is None:
+            if kind in _PLAIN_VALUES or (kind is float and _isfinite(value)):
                 out[key] = value
+                continue
+            where = f"{path}.{key}" if path else key
+            encoder = encoders.get(kind)
+            if encoder is None or encoder is _not_mine:
+                out[key] = _encode_value(value, where, self._extend)
             else:
-                out[key] = _encode_value(value, f"{path}.{key}" if path else key, extend)
+                out[key] = encoder(value, where)
         return out
 
     def _extend(self, value: Any, path: str) -> Any:
@@ -699,11 +759,22 @@ class AG2Codec:
         extend = self._extend
 
         def encode(error: BaseException, path: str) -> Any:
+            # An exception reached again through its own args or attributes is a cycle: cut there.
+            active = _encoding.__dict__.setdefault("exceptions", set())
+            if id(error) in active:
+                return {"$exception": [name, {"args": []}]}
+            active.add(id(error))
+            try:
+                return {"$exception": [name, body(error, path)]}
+            finally:
+                active.discard(id(error))
+
+        def body(error: BaseException, path: str) -> dict[str, Any]:
             try:
                 args = _encode_value(list(error.args), f"{path}.args", extend)
-            except EventEncodeError:
-                args = [str(error)]  # its message, if not what made it
-            body: dict[str, Any] = {"args": args}
+            except (EventEncodeError, RecursionError):
+                args = [_message(error)]  # its message, if not what made it
+            out: dict[str, Any] = {"args": args}
             # Attributes of a class in the table; of another class, only the built-in state its message shows.
             attrs = {k: v for k, v in vars(error).items() if k[:1] != "_"} if raised_as is None else {}
             for attr in members:
@@ -711,16 +782,16 @@ class AG2Codec:
                     attrs[attr] = getattr(error, attr)
             if attrs:
                 try:
-                    body["attrs"] = _encode_value(attrs, f"{path}.attrs", extend)
-                except EventEncodeError:
+                    out["attrs"] = _encode_value(attrs, f"{path}.attrs", extend)
+                except (EventEncodeError, RecursionError):
                     pass  # best effort: args carry the message
             notes = getattr(error, "__notes__", None)
             if isinstance(notes, list) and notes and all(isinstance(n, str) for n in notes):
-                body["notes"] = list(notes)
+                out["notes"] = list(notes)
             origin = raised_as or vars(error).get(_RAISED_AS)
             if isinstance(origin, str):
-                body["raised_as"] = origin
-            return {"$exception": [name, body]}
+                out["raised_as"] = origin
+            return out
 
         return encode
 
@@ -1025,5 +1096,5 @@ def _error_text(event: ToolErrorEvent) -> str | None:
         return _inputs_text(result.parts) if isinstance(result, ToolResult) else _as_text(error)
     origin = vars(error).get(_RAISED_AS)
     kind = origin.rsplit(".", 1)[-1] if isinstance(origin, str) else type(error).__name__
-    message = str(error)
+    message = _message(error)
     return f"{kind}: {message}" if message else kind

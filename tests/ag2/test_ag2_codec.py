@@ -207,16 +207,16 @@ def test_names_are_distinct_and_under_ag2() -> None:
         names = list(table.values())
         assert len(set(names)) == len(names)
         assert all(re.fullmatch(r"ag2\.[a-z0-9_.]+", name) for name in names)
-    assert all(name.startswith(("ag2.", "acp.")) for name in EXCEPTION_NAMES.values())
+    assert all(name.startswith(("ag2.", "acp.", "sessionstore.")) for name in EXCEPTION_NAMES.values())
+    assert len(set(EXCEPTION_NAMES.values())) == len(EXCEPTION_NAMES)
 
 
-def test_every_exception_class_of_ag2_is_in_the_table() -> None:
-    import ag2.exceptions
-
+@pytest.mark.parametrize("module", ["ag2.exceptions", "sessionstore.errors"])
+def test_every_exception_class_of_ag2_and_of_sessionstore_is_in_the_table(module: str) -> None:
     defined = {
         cls
-        for cls in vars(ag2.exceptions).values()
-        if isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "ag2.exceptions"
+        for cls in vars(__import__(module, fromlist=["_"])).values()
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == module
     }
     assert defined and defined <= set(EXCEPTION_NAMES)
 
@@ -325,12 +325,27 @@ def test_an_exception_of_a_class_not_in_the_table_comes_back_as_its_nearest_know
     assert codec.describe(back) == ("tool", "LocalPermissionError: [Errno 13] Permission denied: '/root/x'")
 
 
+class BrokenStr(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no")
+
+
 def test_exception_arguments_that_cannot_be_stored_leave_the_message() -> None:
     error = RuntimeError("lock held by", object())
     back = codec.decode(*codec.encode(TaskFailed(task_id="t", agent_name="a", objective="o", error=error)))
     assert isinstance(back, TaskFailed)
     assert type(back.error) is RuntimeError
     assert back.error.args == (str(error),)
+
+    looped = ValueError("holds itself")
+    looped.args = (looped,)
+    back = codec.decode(*codec.encode(TaskFailed(task_id="t", agent_name="a", objective="o", error=looped)))
+    assert isinstance(back, TaskFailed) and type(back.error) is ValueError
+
+    broken = ToolErrorEvent(parent_id="c", name="t", error=BrokenStr(object()), result=ToolResult("tb"))
+    back = codec.decode(*codec.encode(broken))
+    assert isinstance(back, ToolErrorEvent) and type(back.error) is Exception
+    assert codec.describe(broken)[0] == "tool"
 
 
 # -- unknown and undecodable rows -----------------------------------------------------------------------------------
@@ -599,8 +614,9 @@ class NotAnything:
         (Audit, " app.audit", r"a name must be a non-empty string"),
         (Audit, "ag2.tool_call", r"that name is ag2\.events\.tool_events\.ToolCallEvent's"),
         (Audit, "ValueError", r"that name is builtins\.ValueError's"),
-        (Audit, "ag2.audit", r"names under ag2\. and acp\. are kept for AG2's own classes"),
-        (Audit, "acp.audit", r"names under ag2\. and acp\. are kept for AG2's own classes"),
+        (Audit, "ag2.audit", r"names under ag2\., acp\. and sessionstore\. are kept"),
+        (Audit, "acp.audit", r"names under ag2\., acp\. and sessionstore\. are kept"),
+        (Audit, "sessionstore.audit", r"names under ag2\., acp\. and sessionstore\. are kept"),
         (ToolCallEvent, "app.call", r"ToolCallEvent as 'app\.call': it is already stored as 'ag2\.tool_call'"),
         (Mood, "app.mood", r"Mood as 'app\.mood': it is already stored as 'tests\.mood'"),
         (WithSet, "app.w", r"WithSet: its field 'tags' is annotated set\[str\]; a set cannot be stored"),
