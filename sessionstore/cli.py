@@ -1,36 +1,33 @@
 """``sessionstore``: inspect and operate a database from the shell.
 
-A thin layer over :mod:`sessionstore.maintenance` (argparse only, no other
-dependency). Every mistake a person can make (an unknown or ambiguous id, a
-missing file, a file that is not a database, a bad export) ends in one line on
-stderr and exit code 1; usage errors exit 2, as argparse does. Never imported by
-``import sessionstore``.
+A thin layer over the operations in :mod:`sessionstore.records` (reading),
+:mod:`sessionstore.transfer` (export and import), :mod:`sessionstore.admin`
+and :mod:`sessionstore.migrate`: argparse, printing, nothing else. A command
+imports only what it uses (reading never loads SQLAlchemy). Every mistake a
+person can make (an unknown or ambiguous id, a missing file, a file that is
+not a database, a bad export) ends in one line on stderr and exit code 1;
+usage errors exit 2, as argparse does. Never imported by ``import sessionstore``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn, TextIO, TypeVar
+from typing import Any, NoReturn, TextIO
 
-from . import maintenance as m
-from .errors import StorageError
+from . import records
+from .errors import DatabaseNotFoundError, StorageError, UsageError
+from .storage import SessionRecord
 
-T = TypeVar("T")
 PROG = "sessionstore"
 SHORT_ID = 12
-
-
-class UserError(Exception):
-    """A mistake to report in one line, without a traceback."""
 
 
 def default_db_path() -> Path:
@@ -112,7 +109,7 @@ class Progress:
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool_call": "tool call", "tool": "tool result"}
 
 
-def render_event(event: m.StoredEvent) -> tuple[str, str]:
+def render_event(event: records.StoredEvent) -> tuple[str, str]:
     """(who, what) for one stored event: its role and text, as its codec described it when it was written.
 
     An event with no role (bookkeeping, or a type the writer did not describe) shows its type name and payload.
@@ -122,7 +119,9 @@ def render_event(event: m.StoredEvent) -> tuple[str, str]:
     return event.type, event.payload
 
 
-def print_transcript(summary: m.SessionSummary, events: Sequence[m.StoredEvent], *, everything: bool = False) -> None:
+def print_transcript(
+    summary: SessionRecord, events: Sequence[records.StoredEvent], *, everything: bool = False
+) -> None:
     state = "released" if summary.released else "held by a registry (or its process ended without letting go)"
     print(f"session  {summary.session_id}")
     print(f"title    {summary.title or '(none)'}")
@@ -151,30 +150,47 @@ def print_transcript(summary: m.SessionSummary, events: Sequence[m.StoredEvent],
 # -- commands -----------------------------------------------------------------------------------------
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+def _record_json(record: SessionRecord) -> dict[str, Any]:
+    return {
+        "session_id": record.session_id,
+        "title": record.title,
+        "stored_title": None if record.derived_title else record.title,
+        "cwd": record.cwd,
+        "additional_directories": record.additional_directories,
+        "mcp_servers": record.mcp_servers,
+        "meta": record.meta,
+        "created_at": record.created_at.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "released": record.released,
+        "events": record.events,
+    }
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    sessions = _run(m.list_sessions(args.db, cwd=args.cwd, limit=args.limit))
+    sessions = records.list_sessions(args.db, cwd=args.cwd, limit=args.limit)
     if args.json:
-        _print_json([s.to_json() for s in sessions])
-        return 0
-    if not sessions:
-        print("no sessions" + (f" in {args.cwd}" if args.cwd else ""), file=sys.stderr)
+        # Streamed, one session at a time: listing every session never holds them all.
+        separator = "[\n  "
+        for record in sessions:
+            sys.stdout.write(separator + json.dumps(_record_json(record), ensure_ascii=False))
+            separator = ",\n  "
+        sys.stdout.write("[]\n" if separator.startswith("[") else "\n]\n")
         return 0
     rows = [["ID", "UPDATED", "EVENTS", "CWD", "TITLE"]]
     rows += [
         [s.session_id[:SHORT_ID], _local(s.updated_at)[:16], str(s.events), s.cwd, s.title or ""] for s in sessions
     ]
+    if len(rows) == 1:
+        print("no sessions" + (f" in {args.cwd}" if args.cwd else ""), file=sys.stderr)
+        return 0
     _table(rows, right=(2,))
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    summary, events = _run(m.read_session(args.db, args.id))
+    summary, events = records.read_session(args.db, args.id)
     if args.json:
-        _print_json({"session": summary.to_json(), "events": [e.to_json() for e in events]})
+        _print_json({"session": _record_json(summary), "events": [e.to_json() for e in events]})
     else:
         print_transcript(summary, events, everything=args.all)
     return 0
@@ -182,11 +198,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     if bool(args.ids) == args.all:
-        raise UserError("give session ids to export, or --all")
+        raise UsageError("give session ids to export, or --all")
+    from . import transfer
+
     progress = Progress("exporting")
     out: Any = args.output if args.output not in (None, "-") else sys.stdout
     try:
-        count = _run(m.export_jsonl(args.db, out, None if args.all else args.ids, progress=progress))
+        count = transfer.export_sessions(args.db, out, None if args.all else args.ids, progress=progress)
     finally:
         progress.finish()
     if out is not sys.stdout:
@@ -195,9 +213,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from . import transfer
+
     progress = Progress("importing")
     try:
-        result = _run(m.import_jsonl(args.db, args.file, replace=args.replace, progress=progress))
+        result = transfer.import_sessions(args.db, args.file, replace=args.replace, progress=progress)
     finally:
         progress.finish()
     print(
@@ -208,15 +228,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    for sid in _run(m.delete_sessions(args.db, args.ids)):
+    from . import admin
+
+    for sid in admin.delete_sessions(args.db, args.ids):
         print(f"deleted {sid}")
     return 0
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    from . import admin
+
     progress = Progress("pruning")
     try:
-        doomed = _run(m.prune(args.db, args.older_than, dry_run=not args.yes, progress=progress))
+        doomed = admin.prune(args.db, args.older_than, dry_run=not args.yes, progress=progress)
     finally:
         progress.finish()
     verb = "deleted" if args.yes else "would delete"
@@ -236,17 +260,14 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     text = " ".join(args.text)
-    try:
-        hits = _run(m.search(args.db, text, raw=args.fts, limit=args.limit))
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    hits = records.search(args.db, text, raw=args.fts, limit=args.limit)
     if args.json:
         _print_json([h.to_json() for h in hits])
         return 0 if hits else 1
     if not hits:
         print(f"{PROG}: nothing matches {text!r}", file=sys.stderr)
         return 1
-    by_session: dict[str, list[m.SearchHit]] = {}
+    by_session: dict[str, list[records.SearchHit]] = {}
     for hit in hits:  # best hit first; a session's hits together under it
         by_session.setdefault(hit.session_id, []).append(hit)
     for sid, group in by_session.items():
@@ -259,17 +280,19 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_title(args: argparse.Namespace) -> int:
     if args.clear == (args.text is not None):
-        raise UserError("give the new title, or --clear")
+        raise UsageError("give the new title, or --clear")
     title = None if args.clear else " ".join(args.text.split())
     if title == "":
-        raise UserError("a title cannot be empty (use --clear to remove it)")
-    sid = _run(m.set_title(args.db, args.id, title))
+        raise UsageError("a title cannot be empty (use --clear to remove it)")
+    from . import admin
+
+    sid = admin.set_title(args.db, args.id, title)
     print(f"{sid}: {'title cleared' if title is None else f'title set to {title!r}'}")
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    result = _run(m.stats(args.db))
+    result = records.stats(args.db)
     if args.json:
         _print_json(result.to_json())
         return 0
@@ -285,7 +308,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    report = _run(m.check(args.db))
+    from . import admin
+
+    report = admin.check(args.db)
     if args.json:
         _print_json(report.to_json())
         return 0 if report.ok else 1
@@ -300,7 +325,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _existing(path: Path) -> Path:
     if not path.exists():
-        raise m.DatabaseNotFoundError(f"{path}: no such database file")
+        raise DatabaseNotFoundError(f"{path}: no such database file")
     return path
 
 
@@ -336,9 +361,11 @@ def cmd_db(args: argparse.Namespace) -> int:
 # -- argument parsing ---------------------------------------------------------------------------------
 
 
-def _age(text: str) -> Any:
+def _age(text: str) -> timedelta:
+    from .admin import parse_age
+
     try:
-        return m.parse_age(text)
+        return parse_age(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -437,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.older_than_text = _age_text(args.older_than)
     try:
         code: int = args.handler(args)
-    except (StorageError, UserError) as exc:
+    except (StorageError, UsageError) as exc:
         _fail(str(exc))
     except BrokenPipeError:
         # `sessionstore list | head`: the reader left, which is no error. Point stdout
@@ -452,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _age_text(delta: Any) -> str:
+def _age_text(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
     for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
         if seconds % size == 0 and seconds >= size:

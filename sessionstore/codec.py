@@ -41,7 +41,7 @@ from .events import (
     default_event_types,
 )
 
-__all__ = ["ROLES", "Codec", "Description", "JsonCodec", "call_text"]
+__all__ = ["ROLES", "Codec", "Description", "JsonCodec", "call_text", "legacy_description"]
 
 
 class Codec(Protocol):
@@ -288,6 +288,17 @@ class JsonCodec:
         if isinstance(event, ToolResult):
             return _content("tool", event.content)
         return Description(None, None)
+
+
+_LEGACY = JsonCodec()
+
+
+def legacy_description(type_name: str, payload: str) -> Description:
+    """The role and text of an event stored without them (a file before revision 0003, an export of version 1).
+
+    Only sessionstore's own event types existed then, so its codec describes them.
+    """
+    return _LEGACY.describe(_LEGACY.decode(type_name, payload))
 
 
 def call_text(name: str, arguments: Any) -> str:

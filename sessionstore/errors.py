@@ -116,28 +116,55 @@ class MigrationError(SchemaError):
     """A migration failed; the file is as it was, and a backup sits beside it."""
 
 
+class DatabaseNotFoundError(StorageError):
+    """There is no database file at the path; nothing was created."""
+
+
+class NoSuchSessionError(StorageError, LookupError):
+    """No stored session's id starts with the given prefix."""
+
+
+class AmbiguousSessionIdError(StorageError, LookupError):
+    """More than one stored session's id starts with the given prefix."""
+
+
+class ImportFileError(StorageError, ValueError):
+    """The file to import is not a valid export; nothing was imported."""
+
+
+class ImportConflictError(StorageError):
+    """A session in the file is already stored with different events; nothing was imported."""
+
+
+class UsageError(ValueError):
+    """A command was given arguments that cannot work (the command line prints it as one line)."""
+
+
+# SQLite's primary result codes (the low byte of an extended code) and what each means for the file.
+_SQLITE_CODES: dict[int, tuple[type[StorageError], str]] = {
+    5: (DatabaseBusyError, "stayed locked by another process for longer than the busy timeout"),  # SQLITE_BUSY
+    6: (DatabaseBusyError, "stayed locked by another process for longer than the busy timeout"),  # SQLITE_LOCKED
+    8: (DatabaseReadOnlyError, "cannot be written here; check the permissions of the file and its folder"),
+    11: (DatabaseCorruptError, "is damaged; restore it from a backup (sessionstore check says more)"),  # CORRUPT
+    13: (DatabaseFullError, "is out of space; the write was rolled back: free some disk space and retry"),  # FULL
+    14: (DatabaseReadOnlyError, "cannot be opened or written here; check the permissions of the file and its folder"),
+    26: (NotADatabaseError, "is not a SQLite database"),  # SQLITE_NOTADB
+}
+
+
 def from_sqlite(exc: BaseException, path: object) -> StorageError:
     """The :class:`StorageError` for an error SQLite reported on the file at ``path``.
 
-    SQLite reports most conditions only through its message text (Python's
-    ``sqlite3`` exposes ``sqlite_errorname`` on some errors, not all), so the
-    message is what is matched. The original error is kept as ``__cause__``.
+    Chosen by the error's SQLite result code (``sqlite_errorcode``); an error
+    that carries none is a plain :class:`StorageError` with SQLite's message.
+    The original error is kept as ``__cause__``.
     """
-    message = str(getattr(exc, "orig", None) or exc)
-    text = message.lower()
-    kind: type[StorageError]
-    if "file is not a database" in text or "file is encrypted" in text:
-        kind, hint = NotADatabaseError, "is not a SQLite database"
-    elif "malformed" in text or "corrupt" in text:
-        kind, hint = DatabaseCorruptError, "is damaged; restore it from a backup (sessionstore check says more)"
-    elif "readonly" in text or "read-only" in text or "unable to open database file" in text:
-        kind, hint = DatabaseReadOnlyError, "cannot be written here; check the permissions of the file and its folder"
-    elif "disk is full" in text or "database or disk is full" in text:
-        kind, hint = DatabaseFullError, "is out of space; the write was rolled back: free some disk space and retry"
-    elif "database is locked" in text or "database is busy" in text or "busy" in text:
-        kind, hint = DatabaseBusyError, "stayed locked by another process for longer than the busy timeout"
-    else:
-        kind, hint = StorageError, "failed"
-    error = kind(f"{path} {hint} ({message})")
-    error.__cause__ = exc if isinstance(exc, Exception) else None
+    if isinstance(exc, StorageError):
+        return exc
+    cause = getattr(exc, "orig", None) or exc
+    code = getattr(cause, "sqlite_errorcode", None)
+    unknown = (StorageError, "failed")
+    kind, hint = _SQLITE_CODES.get(code & 0xFF, unknown) if isinstance(code, int) else unknown
+    error = kind(f"{path} {hint} ({cause})")
+    error.__cause__ = cause if isinstance(cause, Exception) else None
     return error

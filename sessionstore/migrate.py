@@ -28,16 +28,16 @@ import os
 import sqlite3
 import stat
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
+from .database import BUSY_TIMEOUT, HEAD, connect, create_file, ensure_wal, read_revision
 from .errors import MigrationError, SchemaError, SchemaOutOfDateError, SchemaTooNewError, StorageError, from_sqlite
 
 if TYPE_CHECKING:
@@ -53,10 +53,6 @@ __all__ = [
     "script_location",
     "upgrade",
 ]
-
-# The newest revision in migrations/versions. Kept here so that opening a file
-# at head needs no Alembic; a test fails if it falls behind the scripts.
-HEAD = "0003"
 
 UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
 
@@ -77,80 +73,16 @@ def script_location() -> Path:
     raise SchemaError(f"the migration scripts are missing from this installation (looked in {here})")
 
 
-# -- reading the revision (no Alembic) ----------------------------------------------------
-
-
-def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
-    try:
-        return sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise from_sqlite(exc, path) from exc
-
-
-def _read_revision(execute: Any, path: Path) -> tuple[str | None, bool]:
-    """``(revision, has_other_tables)``; reads only. ``execute`` is a DB-API style ``execute``."""
-    names = {str(row[0]) for row in execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
-    populated = bool(names - {"alembic_version", "sqlite_sequence"})
-    if "alembic_version" not in names:
-        return None, populated
-    rows = execute("SELECT version_num FROM alembic_version").fetchall()
-    if len(rows) > 1:
-        heads = ", ".join(sorted(str(row[0]) for row in rows))
-        raise SchemaTooNewError(f"{path} records several schema revisions ({heads}); it is refused and left untouched")
-    return (str(rows[0][0]) if rows else None), populated
-
-
-def _ensure_wal(conn: sqlite3.Connection, busy_timeout: float = 30.0) -> None:
-    """Switch the file to WAL if it is not already (files built by the alembic command line start without).
-
-    The switch needs the file to itself, and SQLite answers "database is locked"
-    at once, without waiting in its busy handler, while another process has it
-    open in rollback mode (several processes creating one new file at the same
-    moment): so wait here, up to the busy timeout, until one of them has switched it.
-    """
-    deadline = time.monotonic() + busy_timeout
-    pause = 0.001
-    while str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
-                raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-
-
-def _make_private_folders(folder: Path) -> None:
-    # One by one: Path.mkdir(parents=True) gives the parents it creates the
-    # default mode (0777 less the umask), not the mode asked for.
-    missing: list[Path] = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        path.mkdir(mode=0o700, exist_ok=True)
-
-
-def _create_private(path: Path) -> None:
-    """Create ``path`` empty at mode 0600 if it does not exist: SQLite would use the umask."""
-    if path.exists():
-        if path.is_dir():
-            raise StorageError(f"{path} is a folder, not a database file")
-        return
-    try:
-        _make_private_folders(path.parent)
-        # Created 0600 before SQLite touches it; SQLite gives the WAL and SHM
-        # files the same mode as the database.
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
-    except OSError as exc:
-        raise from_sqlite(StorageError(f"unable to open database file: {exc.strerror}"), path) from exc
-
-
 def _existing(path: str | os.PathLike[str]) -> Path:
     file = Path(path).expanduser()
     if not file.is_file():
         raise StorageError(f"{file} does not exist (or is not a file)")
     return file
+
+
+def _wal(path: Path, busy_timeout: float) -> None:
+    with contextlib.closing(connect(path, busy_timeout=busy_timeout)) as conn:
+        ensure_wal(conn, path, busy_timeout)
 
 
 # -- Alembic (imported only from here down, and only when a file must change) -------------
@@ -202,14 +134,16 @@ def _locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
 
     The caller commits; leaving the block any other way rolls back.
     """
-    engine = create_engine(f"sqlite:///{path}", poolclass=NullPool, connect_args={"timeout": busy_timeout})
 
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None  # transactions are begun below, not by the driver
+    def _connection() -> sqlite3.Connection:
+        conn = connect(path, busy_timeout=busy_timeout)
         # Off: batch mode rebuilds tables by drop-and-rename, and with it on,
         # dropping ``sessions`` would cascade-delete every event.
-        dbapi_connection.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        return conn
+
+    # The path goes to SQLite as a file name, never through a URL (where ? and % mean something).
+    engine = create_engine("sqlite://", creator=_connection, poolclass=NullPool)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
@@ -270,7 +204,7 @@ def _migrate(
     order = [None, *_order(scripts)]
     try:
         with _locked(path, busy_timeout) as conn:
-            found, populated = _read_revision(conn.exec_driver_sql, path)
+            found, populated = read_revision(cast(sqlite3.Connection, conn.connection.driver_connection), path)
             if found is not None and found not in order:
                 raise _too_new(path, found)
             if found is None and populated:
@@ -321,7 +255,7 @@ def _migrate(
 
 
 def prepare_database(
-    path: Path, *, auto_upgrade: bool = True, busy_timeout: float = 30.0, scripts: Path | None = None
+    path: Path, *, auto_upgrade: bool = True, busy_timeout: float = BUSY_TIMEOUT, scripts: Path | None = None
 ) -> None:
     """Make ``path`` a database at the head revision before first use (see the module docstring).
 
@@ -329,18 +263,9 @@ def prepare_database(
     a revision); the fast path is for this package's own ``HEAD`` only.
     """
     path = Path(path).expanduser()
-    _create_private(path)
-    conn = _connect(path, busy_timeout)
-    try:
-        revision, populated = _read_revision(conn.execute, path)
-        if revision == HEAD and scripts is None:
-            _ensure_wal(conn, busy_timeout)
-            return
-    except sqlite3.Error as exc:
-        raise from_sqlite(exc, path) from exc
-    finally:
-        conn.close()
-
+    create_file(path)
+    with contextlib.closing(connect(path, busy_timeout=busy_timeout, create=True)) as conn:
+        revision, populated = read_revision(conn, path)
     directory = _scripts(scripts)
     head_revision = _head_of(directory)
     if revision is not None and not _known(directory, revision):
@@ -357,42 +282,38 @@ def prepare_database(
         )
     if revision != head_revision:
         _migrate(path, "head", "upgrade", busy_timeout=busy_timeout, scripts=directory)
-    with contextlib.closing(_connect(path, busy_timeout)) as conn:
-        try:
-            _ensure_wal(conn, busy_timeout)
-        except sqlite3.Error as exc:
-            raise from_sqlite(exc, path) from exc
+    _wal(path, busy_timeout)
 
 
 def upgrade(
-    path: str | os.PathLike[str], revision: str = "head", *, busy_timeout: float = 30.0, scripts: Path | None = None
+    path: str | os.PathLike[str],
+    revision: str = "head",
+    *,
+    busy_timeout: float = BUSY_TIMEOUT,
+    scripts: Path | None = None,
 ) -> str | None:
     """Upgrade (or create) the file to ``revision``; returns the backup's path if a backup was made."""
     file = Path(path).expanduser()
-    _create_private(file)
+    create_file(file)
     backup = _migrate(file, revision, "upgrade", busy_timeout=busy_timeout, scripts=_scripts(scripts))
-    with contextlib.closing(_connect(file, busy_timeout)) as conn:
-        try:
-            _ensure_wal(conn, busy_timeout)
-        except sqlite3.Error as exc:
-            raise from_sqlite(exc, file) from exc
+    _wal(file, busy_timeout)
     return None if backup is None else str(backup)
 
 
 def downgrade(
-    path: str | os.PathLike[str], revision: str, *, busy_timeout: float = 30.0, scripts: Path | None = None
+    path: str | os.PathLike[str], revision: str, *, busy_timeout: float = BUSY_TIMEOUT, scripts: Path | None = None
 ) -> str | None:
     """Downgrade the file to ``revision`` (``base`` drops everything); returns the backup's path."""
     backup = _migrate(_existing(path), revision, "downgrade", busy_timeout=busy_timeout, scripts=_scripts(scripts))
     return None if backup is None else str(backup)
 
 
-def current(path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> str | None:
+def current(path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT) -> str | None:
     """The file's recorded revision (``None`` for a file with none); reads only."""
     file = _existing(path)
-    with contextlib.closing(_connect(file, busy_timeout)) as conn:
+    with contextlib.closing(connect(file, busy_timeout=busy_timeout, write=False)) as conn:
         try:
-            return _read_revision(conn.execute, file)[0]
+            return read_revision(conn, file)[0]
         except sqlite3.Error as exc:
             raise from_sqlite(exc, file) from exc
 

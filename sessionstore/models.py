@@ -77,11 +77,6 @@ EVENT_TEXT = (
 (none for a payload edited by hand into bad JSON). The views of revision 0003 use the same expression."""
 
 
-def utc_text(value: datetime) -> str:
-    """The on-disk text of a timestamp, for statements written as plain SQL."""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
     type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UtcDateTime(), dict[str, Any]: JSON(), list[Any]: JSON()}

@@ -53,6 +53,9 @@ class SessionConfig:
     wait for a slot) and ``max_active_prompts`` (prompts admitted at once, running
     or waiting; more are refused). ``retain_history`` keeps a let-go session's
     history in ``storage`` so a later process can resume it.
+
+    The one place the registry's defaults and rules live: :class:`SessionStore`
+    takes the same names and checks them by building one of these.
     """
 
     max_sessions: int = 1024
@@ -64,11 +67,27 @@ class SessionConfig:
     retain_history: bool = False
 
     def __post_init__(self) -> None:
+        if self.max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {self.max_sessions}")
+        if self.ttl is not None and self.ttl <= 0:
+            raise ValueError(f"ttl must be positive when set, got {self.ttl}")
+        if self.max_queued < 1:
+            raise ValueError(f"max_queued must be at least 1, got {self.max_queued}")
+        if self.max_concurrent_turns < 1:
+            raise ValueError(f"max_concurrent_turns must be at least 1, got {self.max_concurrent_turns}")
+        if self.max_active_prompts < self.max_concurrent_turns:
+            raise ValueError(
+                f"max_active_prompts ({self.max_active_prompts}) must be at least max_concurrent_turns "
+                f"({self.max_concurrent_turns}), or no turn could ever get a slot"
+            )
         if self.retain_history and self.storage is None:
             logger.warning(
                 "retain_history=True with the default in-memory storage keeps every history "
                 "until the process exits and nothing survives a restart; pass storage=SQLiteStorage(path)"
             )
+
+
+_DEFAULTS = SessionConfig()
 
 
 @dataclass(eq=False)
@@ -86,7 +105,7 @@ class AgentSession:
     mcp_servers: list[Any] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     title: str | None = None
-    max_queued: int = 8
+    max_queued: int = _DEFAULTS.max_queued
     # Context variables owned by this conversation and handed to every turn.
     variables: dict[Any, Any] = field(default_factory=dict)
     clock: Clock = field(default=time.monotonic, repr=False)
@@ -226,55 +245,47 @@ class SessionStore:
     def __init__(
         self,
         *,
-        max_sessions: int = 1024,
-        ttl: float | None = None,
+        max_sessions: int = _DEFAULTS.max_sessions,
+        ttl: float | None = _DEFAULTS.ttl,
         storage: Storage | None = None,
-        max_queued: int = 8,
-        max_concurrent_turns: int = 8,
-        max_active_prompts: int = 64,
-        retain_history: bool = False,
+        max_queued: int = _DEFAULTS.max_queued,
+        max_concurrent_turns: int = _DEFAULTS.max_concurrent_turns,
+        max_active_prompts: int = _DEFAULTS.max_active_prompts,
+        retain_history: bool = _DEFAULTS.retain_history,
         clock: Clock = time.monotonic,
     ) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
-        if ttl is not None and ttl <= 0:
-            raise ValueError(f"ttl must be positive when set, got {ttl}")
-        if max_queued < 1:
-            raise ValueError(f"max_queued must be at least 1, got {max_queued}")
-        if max_concurrent_turns < 1:
-            raise ValueError(f"max_concurrent_turns must be at least 1, got {max_concurrent_turns}")
-        if max_active_prompts < max_concurrent_turns:
-            raise ValueError(
-                f"max_active_prompts ({max_active_prompts}) must be at least max_concurrent_turns "
-                f"({max_concurrent_turns}), or no turn could ever get a slot"
-            )
+        config = SessionConfig(
+            max_sessions=max_sessions,
+            ttl=ttl,
+            storage=storage,
+            max_queued=max_queued,
+            max_concurrent_turns=max_concurrent_turns,
+            max_active_prompts=max_active_prompts,
+            retain_history=retain_history,
+        )
+        self._configure(config, clock)
+
+    @classmethod
+    def from_config(cls, config: SessionConfig, *, clock: Clock | None = None) -> SessionStore:
+        store = cls.__new__(cls)  # the config was checked when it was made
+        store._configure(config, clock or time.monotonic)
+        return store
+
+    def _configure(self, config: SessionConfig, clock: Clock) -> None:
         # `is None`, not `or`: a supplied storage may be falsy while empty.
-        self._storage: Storage = default_storage_factory() if storage is None else storage
+        self._storage: Storage = default_storage_factory() if config.storage is None else config.storage
         self._catalog: SessionCatalog | None = storage_catalog(self._storage)
-        self._max_sessions = max_sessions
-        self._ttl = ttl
-        self._max_queued = max_queued
-        self._max_active_prompts = max_active_prompts
+        self._max_sessions = config.max_sessions
+        self._ttl = config.ttl
+        self._max_queued = config.max_queued
+        self._max_active_prompts = config.max_active_prompts
         self._active_prompts = 0
-        self._turn_slots = asyncio.Semaphore(max_concurrent_turns)
-        self._retain = retain_history
+        self._turn_slots = asyncio.Semaphore(config.max_concurrent_turns)
+        self._retain = config.retain_history
         self._clock = clock
         # Insertion order is LRU order: get() moves a session to the end.
         self._sessions: OrderedDict[str, AgentSession] = OrderedDict()
         self._lock = asyncio.Lock()
-
-    @classmethod
-    def from_config(cls, config: SessionConfig, *, clock: Clock | None = None) -> SessionStore:
-        return cls(
-            max_sessions=config.max_sessions,
-            ttl=config.ttl,
-            storage=config.storage,
-            max_queued=config.max_queued,
-            max_concurrent_turns=config.max_concurrent_turns,
-            max_active_prompts=config.max_active_prompts,
-            retain_history=config.retain_history,
-            clock=clock or time.monotonic,
-        )
 
     @property
     def storage(self) -> Storage:

@@ -85,6 +85,11 @@ class SessionRecord:
 
     ``released`` is true once the registry let the session go with its history
     retained, so it can be listed and resumed by a later process.
+
+    Listings fill in two more: ``events`` (how many the session has) and
+    ``derived_title`` (true when ``title`` was made from the first user message
+    by :func:`derive_title` because none was set). A record that is saved
+    ignores both.
     """
 
     session_id: str
@@ -96,6 +101,8 @@ class SessionRecord:
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     updated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     released: bool = False
+    events: int | None = None
+    derived_title: bool = False
 
     @property
     def stream_id(self) -> StreamId:
@@ -153,20 +160,31 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 TITLE_LENGTH = 80
 
 
-def shorten_title(text: object, length: int = TITLE_LENGTH) -> str | None:
-    """A title made from a first user message: white space collapsed, cut at a word to ``length`` characters."""
+def derive_title(text: object, length: int = TITLE_LENGTH) -> str | None:
+    """The title of a session nobody named: its first user message, on one line, at most ``length`` characters.
+
+    Line breaks and tabs become spaces, spaces at either end go, and a longer
+    text is cut to ``length - 1`` characters and an ellipsis. The
+    ``session_overview`` view applies the same rule in SQL (revision 0003), so
+    a listing, the command line and a person's ``sqlite3`` agree.
+    """
     if not isinstance(text, str):
         return None
-    flat = " ".join(text.split())
+    flat = text.replace("\r", " ").replace("\n", " ").replace("\t", " ").strip(" ")
     if not flat:
         return None
-    if len(flat) <= length:
-        return flat
-    cut = flat[: length - 1]
-    space = cut.rfind(" ")
-    if space > length // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"
+    return flat if len(flat) <= length else flat[: length - 1] + "…"
+
+
+def utc_text(value: datetime) -> str:
+    """How a timestamp is stored: naive UTC text, ``YYYY-MM-DD HH:MM:SS.ffffff``, readable and sortable as it is."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def stamp(text: object) -> datetime:
+    """A stored timestamp (naive UTC text, or ISO 8601 with an offset) as an aware UTC datetime."""
+    when = datetime.fromisoformat(str(text))
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def check_limit(limit: int | None) -> int | None:
@@ -237,13 +255,15 @@ class MemoryStorage:
             rows = [r for r in rows if r.cwd == cwd]
         if after is not None:
             rows = [r for r in rows if (r.updated_at, r.session_id) < after]
-        return page_of([self._with_title(r) for r in rows], limit)
+        return page_of([self._listed(r) for r in rows], limit)
 
-    def _with_title(self, record: SessionRecord) -> SessionRecord:
+    def _listed(self, record: SessionRecord) -> SessionRecord:
+        events = self._events.get(record.stream_id, [])
         if record.title is not None:
-            return record
-        first = next((e for e in self._events.get(record.stream_id, ()) if isinstance(e, UserMessage)), None)
-        return record if first is None else replace(record, title=shorten_title(first.content))
+            return replace(record, events=len(events))
+        first = next((e for e in events if isinstance(e, UserMessage)), None)
+        title = None if first is None else derive_title(first.content)
+        return replace(record, events=len(events), title=title, derived_title=title is not None)
 
 
 def page_of(rows: Sequence[SessionRecord], limit: int | None) -> SessionPage:

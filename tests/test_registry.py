@@ -149,3 +149,20 @@ async def test_history_append_and_config_defaults() -> None:
     assert [e.content for e in await history.get_events()] == ["one", "two"]  # type: ignore[attr-defined]
     assert history.stream_id == session.stream_id
     assert (await store.get_or_adopt(uuid4()))[1] is True
+
+
+def test_session_config_is_the_one_source_of_defaults_and_rules() -> None:
+    import dataclasses
+    import inspect
+
+    defaults = SessionConfig()
+    parameters = inspect.signature(SessionStore).parameters
+    for field in dataclasses.fields(SessionConfig):
+        assert parameters[field.name].default == getattr(defaults, field.name), field.name
+    # The same rule refuses the same value, whichever way it is given.
+    for bad in ({"max_sessions": 0}, {"ttl": -1.0}, {"max_queued": 0}, {"max_active_prompts": 1}):
+        with pytest.raises(ValueError) as from_config:
+            SessionConfig(**bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError) as from_store:
+            SessionStore(**bad)  # type: ignore[arg-type]
+        assert str(from_config.value) == str(from_store.value)

@@ -18,7 +18,8 @@ it writes a row and stores the answer in two columns:
   (``$.content``) and the text is not stored twice.
 
 ``transcript`` is now the rows that have a role; ``session_overview`` titles a
-session by its first ``user`` row; ``events_fts`` indexes ``events.text``
+session by its first ``user`` row, says whether the title was set
+(``title_set``) and carries every column of ``sessions`` a listing needs; ``events_fts`` indexes ``events.text``
 directly (external content over ``events``), so its triggers copy a column
 instead of parsing JSON on every commit. Rows already in the file are filled
 by 0002's expressions, which describe exactly the events that existed then.
@@ -87,21 +88,33 @@ SELECT
 FROM events AS e JOIN sessions AS s ON s.id = e.session
 WHERE e.role IS NOT NULL"""
 
+# The title rule, here and in storage.derive_title: the title set, else the
+# first user message with line breaks and tabs as spaces, trimmed, cut to 80
+# characters (79 and an ellipsis). A plain SELECT over sessions, with scalar
+# subqueries: SQLite flattens it into a query on the view, so a lookup by id or
+# a page in updated_at order uses the sessions table's indexes.
+_PROMPT = (
+    f"(SELECT NULLIF(trim(replace(replace(replace({_text_of('u')}, char(13), ' '), char(10), ' '), char(9), ' ')), '')"
+    " FROM events AS u WHERE u.session = s.id AND u.role = 'user' ORDER BY u.position LIMIT 1)"
+)
+
 SESSION_OVERVIEW = f"""CREATE VIEW session_overview AS
 SELECT
-    o.session_id AS session_id,
-    COALESCE(o.title, CASE WHEN length(o.prompt) > 80 THEN substr(o.prompt, 1, 79) || '…' ELSE o.prompt END) AS title,
-    o.cwd AS cwd,
-    o.created_at AS created_at,
-    o.updated_at AS updated_at,
-    o.released AS released,
-    (SELECT count(*) FROM events AS c WHERE c.session = o.id) AS events
-FROM (
-    SELECT s.*, replace(replace((
-        SELECT {_text_of("u")} FROM events AS u WHERE u.session = s.id AND u.role = 'user' ORDER BY u.position LIMIT 1
-    ), char(13), ' '), char(10), ' ') AS prompt
-    FROM sessions AS s
-) AS o"""
+    s.session_id AS session_id,
+    COALESCE(s.title, (
+        SELECT CASE WHEN length(p.prompt) > 80 THEN substr(p.prompt, 1, 79) || '…' ELSE p.prompt END
+        FROM (SELECT {_PROMPT} AS prompt) AS p
+    )) AS title,
+    s.title IS NOT NULL AS title_set,
+    s.cwd AS cwd,
+    s.created_at AS created_at,
+    s.updated_at AS updated_at,
+    s.released AS released,
+    (SELECT count(*) FROM events AS c WHERE c.session = s.id) AS events,
+    s.additional_directories AS additional_directories,
+    s.mcp_servers AS mcp_servers,
+    s.meta AS meta
+FROM sessions AS s"""
 
 # External content over the transcript: snippet() reads the text from there,
 # so no text is stored twice. Only rows with a role are in the transcript, so

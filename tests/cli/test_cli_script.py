@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import pty
@@ -13,7 +12,7 @@ from pathlib import Path
 from _clitools import TIMEOUT, Run, Spec, child_env, conversation, fingerprint, script_path, write_db
 
 from sessionstore import ModelMessage, UserMessage
-from sessionstore.maintenance import export_jsonl
+from sessionstore.transfer import export_sessions
 
 
 def test_from_something_odd_yesterday_to_the_transcript_in_two_commands(sessionstore: Run, tmp_path: Path) -> None:
@@ -127,7 +126,7 @@ def test_a_bad_import_file_changes_nothing(sessionstore: Run, tmp_path: Path) ->
     write_db(src, [Spec([UserMessage(str(i))]) for i in range(3)])
     write_db(dst, [Spec([UserMessage("already here")])])
     dump = tmp_path / "all.jsonl"
-    asyncio.run(export_jsonl(src, dump))
+    export_sessions(src, dump)
     lines = dump.read_text().splitlines()
     lines.insert(4, '{"kind": "event", "session_id": "nope"}')  # a broken line after a good session
     bad = tmp_path / "bad.jsonl"
@@ -190,8 +189,8 @@ def test_progress_shows_on_a_terminal_only(tmp_path: Path) -> None:
 def test_import_sessionstore_does_not_load_the_command_line() -> None:
     code = (
         "import sys, sessionstore; "
-        "print(sorted(m for m in sys.modules if m in ('argparse', 'sessionstore.cli', 'sessionstore.maintenance')"
-        " or m.split('.')[0] == 'alembic'))"
+        "print(sorted(m for m in sys.modules if m in ('argparse', 'sessionstore.cli', 'sessionstore.admin',"
+        " 'sessionstore.transfer') or m.split('.')[0] in ('alembic', 'sqlalchemy', 'aiosqlite')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
-from sessionstore.maintenance import legacy_description
+from sessionstore.codec import legacy_description
 
 WORDS = (
     "the a to of and in is it that for on with as this be are not was by at from or have an you can if will but "

@@ -19,7 +19,7 @@ from migration_data import conversation, fill
 from sqlalchemy import create_engine
 
 from sessionstore import SQLiteStorage, ToolCall, ToolResult, UserMessage, migrate
-from sessionstore.maintenance import legacy_description
+from sessionstore.codec import legacy_description
 from sessionstore.models import TRIGGERS, Base
 from sessionstore.storage import EventContext
 
@@ -134,7 +134,19 @@ def test_views_show_every_event_type_and_survive_invalid_json(built: Callable[[s
         columns = [row[1] for row in conn.execute("PRAGMA table_info(transcript)")]
         assert columns == ["session_id", "position", "type", "role", "text", "created_at", "event_id"]
         columns = [row[1] for row in conn.execute("PRAGMA table_info(session_overview)")]
-        assert columns == ["session_id", "title", "cwd", "created_at", "updated_at", "released", "events"]
+        assert columns == [
+            "session_id",
+            "title",
+            "title_set",
+            "cwd",
+            "created_at",
+            "updated_at",
+            "released",
+            "events",
+            "additional_directories",
+            "mcp_servers",
+            "meta",
+        ]
 
         first = conn.execute("SELECT id, session_id FROM sessions ORDER BY id LIMIT 1").fetchone()
         rows = conn.execute(

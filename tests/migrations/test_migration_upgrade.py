@@ -24,7 +24,7 @@ from sessionstore import (
     SQLiteStorage,
     migrate,
 )
-from sessionstore.maintenance import legacy_description
+from sessionstore.codec import legacy_description
 from sessionstore.models import EVENT_TEXT
 
 REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]

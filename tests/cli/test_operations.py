@@ -1,8 +1,7 @@
-"""``sessionstore.maintenance`` from Python: the functions the command calls, on a path or an open storage."""
+"""The operations behind the command, from Python: records, transfer and admin, beside an open storage."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -11,8 +10,9 @@ from uuid import UUID
 import pytest
 from _clitools import Spec, conversation, fingerprint, write_db, write_db_async
 
-from sessionstore import ModelMessage, SQLiteStorage, UnknownEvent, UserMessage
-from sessionstore import maintenance as m
+from sessionstore import ModelMessage, SQLiteStorage, UnknownEvent, UserMessage, admin, records, transfer
+from sessionstore.errors import ImportFileError, NoSuchSessionError
+from sessionstore.storage import derive_title
 
 
 async def test_functions_work_beside_an_open_storage(tmp_path: Path) -> None:
@@ -20,33 +20,34 @@ async def test_functions_work_beside_an_open_storage(tmp_path: Path) -> None:
     (sid,) = await write_db_async(db, [Spec(conversation())])
     async with SQLiteStorage(db) as storage:
         history = await storage.get_history(UUID(hex=sid))  # cached by the storage
-        assert await m.resolve_id(storage, sid[:5].upper()) == sid
-        assert await m.resolve_id(storage, str(UUID(hex=sid))[:13]) == sid  # dashed UUID form
-        assert await m.set_title(storage, sid[:6], "Renamed") == sid
+        with records.reading(db) as conn:
+            assert records.resolve(conn, sid[:5].upper()) == sid
+            assert records.resolve(conn, str(UUID(hex=sid))[:13]) == sid  # dashed UUID form
+        assert admin.set_title(db, sid[:6], "Renamed") == sid
         assert (await storage.load_session(UUID(hex=sid))).title == "Renamed"  # type: ignore[union-attr]
-        (summary,) = await m.list_sessions(storage)
+        (summary,) = records.list_sessions(db)
         assert (summary.title, summary.events) == ("Renamed", 6)
-        hits = await m.search(storage, "expects UTC")
+        hits = records.search(db, "expects UTC")
         assert [(h.session_id, h.position, h.type) for h in hits] == [(sid, 4, "model_message")]
         # The unknown event stays byte-for-byte what was stored, and the storage still decodes it.
-        _, events = await m.read_session(storage, sid)
+        _, events = records.read_session(db, sid)
         assert events[-1].type == "myapp.handoff" and events[-1].payload == '{"to_agent":"reviewer"}'
         assert isinstance(history[-1], UnknownEvent)
 
-        assert await m.delete_sessions(storage, [sid[:8]]) == [sid]
+        assert admin.delete_sessions(db, [sid[:8]]) == [sid]
         assert await storage.get_history(UUID(hex=sid)) == []  # the storage sees the delete, cache or not
-        with pytest.raises(m.NoSuchSessionError, match="no session matches"):
-            await m.resolve_id(storage, sid[:8])
+        with pytest.raises(NoSuchSessionError, match="no session matches"), records.reading(db) as conn:
+            records.resolve(conn, sid[:8])
 
 
 async def test_import_into_an_open_storage_is_visible_to_it(tmp_path: Path) -> None:
     src, dst = tmp_path / "src.db", tmp_path / "dst.db"
     (sid,) = await write_db_async(src, [Spec([UserMessage("hi"), ModelMessage("hello")], title="Greeting")])
     dump = tmp_path / "one.jsonl"
-    assert await m.export_jsonl(src, dump) == 1
+    assert transfer.export_sessions(src, dump) == 1
     async with SQLiteStorage(dst) as storage:
         seen: list[tuple[int, int]] = []
-        result = await m.import_jsonl(storage, dump, progress=lambda done, total: seen.append((done, total)))
+        result = transfer.import_sessions(dst, dump, progress=lambda done, total: seen.append((done, total)))
         assert (result.added, result.events, seen) == (1, 2, [(1, 1)])
         assert await storage.get_history(UUID(hex=sid)) == [UserMessage("hi"), ModelMessage("hello")]
         record = await storage.load_session(UUID(hex=sid))
@@ -57,7 +58,7 @@ def _export_lines(tmp_path: Path) -> list[str]:
     db = tmp_path / "src.db"
     write_db(db, [Spec([UserMessage("a"), ModelMessage("b")])])
     out = tmp_path / "good.jsonl"
-    asyncio.run(m.export_jsonl(db, out))
+    transfer.export_sessions(db, out)
     return out.read_text().splitlines()
 
 
@@ -85,8 +86,8 @@ def test_a_bad_export_is_refused_with_the_line_and_reason(tmp_path: Path, edit: 
     target = tmp_path / "dst.db"
     write_db(target, [Spec([UserMessage("keep me")])])
     before = fingerprint(target)
-    with pytest.raises(m.ImportFileError, match=message) as caught:
-        asyncio.run(m.import_jsonl(target, bad))
+    with pytest.raises(ImportFileError, match=message) as caught:
+        transfer.import_sessions(target, bad)
     assert "nothing was imported" in str(caught.value)
     assert fingerprint(target) == before
 
@@ -94,7 +95,9 @@ def test_a_bad_export_is_refused_with_the_line_and_reason(tmp_path: Path, edit: 
 def test_export_keeps_every_record_field(tmp_path: Path) -> None:
     db = tmp_path / "src.db"
     write_db(db, [Spec([UserMessage("a")], cwd="/x", meta={"client": "zed", "n": [1, 2]}, title="T")])
-    header, session, event = (json.loads(line) for line in _read(asyncio.run(_dump(db, tmp_path))))
+    out = tmp_path / "dump.jsonl"
+    transfer.export_sessions(db, out)
+    header, session, event = (json.loads(line) for line in out.read_text().splitlines())
     assert header == {"format": "sessionstore-export", "version": 2}
     assert set(session) == {
         "kind",
@@ -122,26 +125,16 @@ def test_export_keeps_every_record_field(tmp_path: Path) -> None:
     }
 
 
-async def _dump(db: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "dump.jsonl"
-    await m.export_jsonl(db, out)
-    return out
-
-
-def _read(path: Path) -> list[str]:
-    return path.read_text().splitlines()
-
-
 def test_small_helpers() -> None:
-    assert m.parse_age("30d") == timedelta(days=30)
-    assert m.parse_age("1.5h") == timedelta(minutes=90)
-    assert m.parse_age(" 2W ") == timedelta(weeks=2)
+    assert admin.parse_age("30d") == timedelta(days=30)
+    assert admin.parse_age("1.5h") == timedelta(minutes=90)
+    assert admin.parse_age(" 2W ") == timedelta(weeks=2)
     for bad in ("30", "d", "-1d", "3 days", ""):
         with pytest.raises(ValueError, match="not an age"):
-            m.parse_age(bad)
-    assert m.fts_query('build-red? "quoted" x:y') == '"build" "red" "quoted" "x" "y"'
-    assert m.fts_query("?!") == ""
-    assert m.derive_title("  two\nlines  ") == "two lines"
-    assert m.derive_title("") is None
-    long = m.derive_title("word " * 40)
-    assert long is not None and len(long) <= 80 and long.endswith("word…")
+            admin.parse_age(bad)
+    assert records.fts_query('build-red? "quoted" x:y') == '"build" "red" "quoted" "x" "y"'
+    assert records.fts_query("?!") == ""
+    assert derive_title("  two\nlines  ") == "two lines"
+    assert derive_title(" \t\n ") is None
+    long = derive_title("word " * 40)
+    assert long is not None and len(long) == 80 and long == ("word " * 40)[:79] + "…"

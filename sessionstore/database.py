@@ -1,0 +1,225 @@
+"""The one place a database file is opened: its path, its connection settings, its creation.
+
+Everything that touches a sessionstore file (the storage's writer and readers,
+the migration runner, Alembic's ``env.py``, the command line) connects through
+:func:`connect`, so the settings that keep a file safe are written once:
+
+* a path is a file name, never a URL: ``?``, ``%``, ``#``, spaces and newlines
+  are characters of the name (SQLite sees either the plain name or, to open
+  without creating, a ``file:`` URI with every byte percent-encoded);
+* ``busy_timeout`` (how long a writer waits for another process's lock),
+  ``foreign_keys`` (events go with their session), ``synchronous``;
+* new files and the folders made for them are private (0600, 0700) from their
+  first byte, whatever the umask; and every file is in WAL mode.
+
+Only :mod:`sqlite3` is imported here: reading a file must not pay for SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from .errors import (
+    DatabaseNotFoundError,
+    DatabaseReadOnlyError,
+    NotADatabaseError,
+    SchemaTooNewError,
+    StorageError,
+    from_sqlite,
+)
+
+__all__ = [
+    "BUSY_TIMEOUT",
+    "HEAD",
+    "Synchronous",
+    "connect",
+    "create_file",
+    "ensure_wal",
+    "prepare",
+    "read_revision",
+    "transaction",
+]
+
+BUSY_TIMEOUT = 30.0
+"""Seconds a write waits for another process's write lock before :class:`DatabaseBusyError`."""
+
+HEAD = "0003"
+"""The newest schema revision (``migrations/versions``), known without Alembic so that opening a file at
+head imports nothing more; a test fails if it falls behind the scripts."""
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+SYNCHRONOUS: tuple[Synchronous, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def connect(
+    path: Path,
+    *,
+    busy_timeout: float = BUSY_TIMEOUT,
+    write: bool = True,
+    create: bool = False,
+    synchronous: Synchronous = "FULL",
+    max_pages: int | None = None,
+    check_tables: bool = False,
+) -> sqlite3.Connection:
+    """A connection to the file at ``path``, in autocommit mode (transactions are begun explicitly).
+
+    Usable from any thread (``check_same_thread=False``): the storage hands its
+    connections between worker threads, one user at a time.
+
+    ``create=False`` never creates a file: a missing one is
+    :class:`DatabaseNotFoundError`. ``write=False`` makes the connection
+    ``query_only``. ``check_tables`` refuses a database that has no sessions
+    and events tables (a file the command line was pointed at by mistake).
+    """
+    if not create:
+        if not path.exists():
+            raise DatabaseNotFoundError(f"{path}: no such database file")
+        if path.is_dir():
+            raise NotADatabaseError(f"{path} is a folder, not a database file")
+    try:
+        if create:
+            conn = sqlite3.connect(os.fspath(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        else:
+            # mode=rw opens an existing file only, and still opens a write-protected one (read-only).
+            uri = path.resolve().as_uri() + "?mode=rw"
+            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise from_sqlite(exc, path) from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        if max_pages is not None:
+            conn.execute(f"PRAGMA max_page_count = {int(max_pages)}")
+        if not write:
+            conn.execute("PRAGMA query_only = ON")
+        if check_tables:
+            names = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"sessions", "events"} <= names:
+                raise NotADatabaseError(f"{path} is not a sessionstore database (it has no sessions and events tables)")
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise from_sqlite(exc, path) from exc
+        raise
+    return conn
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``: whole or not at all, and two processes queue for the lock.
+
+    Immediate, because a read transaction that later tries to write fails with
+    "database is locked" at once instead of waiting for the other writer.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        raise from_sqlite(exc, path) from exc
+
+
+def read_revision(conn: sqlite3.Connection, path: object = "the database") -> tuple[str | None, bool]:
+    """``(revision, has_other_tables)``: the file's recorded schema revision, and whether it holds tables at all.
+
+    A file recording several revisions (a branched history this code never
+    writes) is refused as too new.
+    """
+    names = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    populated = bool(names - {"alembic_version", "sqlite_sequence"})
+    if "alembic_version" not in names:
+        return None, populated
+    rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    if len(rows) > 1:
+        heads = ", ".join(sorted(str(row[0]) for row in rows))
+        raise SchemaTooNewError(f"{path} records several schema revisions ({heads}); it is refused and left untouched")
+    return (str(rows[0][0]) if rows else None), populated
+
+
+def prepare(path: Path, *, auto_upgrade: bool = True, busy_timeout: float = BUSY_TIMEOUT) -> None:
+    """Make ``path`` a sessionstore database at :data:`HEAD` before first use.
+
+    Creates it (private) if missing. A file already at head costs one query and
+    imports nothing more; anything else is the migration runner's
+    (:func:`sessionstore.migrate.prepare_database`), which builds, upgrades or
+    refuses it.
+    """
+    create_file(path)
+    conn = connect(path, busy_timeout=busy_timeout, create=True)
+    try:
+        revision, _ = read_revision(conn, path)
+        if revision == HEAD:
+            ensure_wal(conn, path, busy_timeout)
+            return
+    except sqlite3.Error as exc:
+        raise from_sqlite(exc, path) from exc
+    finally:
+        conn.close()
+    from . import migrate
+
+    migrate.prepare_database(path, auto_upgrade=auto_upgrade, busy_timeout=busy_timeout)
+
+
+def create_file(path: Path) -> None:
+    """Create ``path`` empty at mode 0600 (and missing folders at 0700) if it does not exist.
+
+    SQLite would give a new file the umask's mode; it gives the ``-wal`` and
+    ``-shm`` files the mode of the database, so they are private too.
+    """
+    if path.exists():
+        if path.is_dir():
+            raise StorageError(f"{path} is a folder, not a database file")
+        return
+    try:
+        _make_private_folders(path.parent)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
+    except OSError as exc:
+        raise DatabaseReadOnlyError(
+            f"{path} cannot be created here ({exc.strerror}); check the permissions of its folder"
+        ) from exc
+
+
+def _make_private_folders(folder: Path) -> None:
+    # One by one: Path.mkdir(parents=True) gives the parents it creates the
+    # default mode (0777 less the umask), not the mode asked for.
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
+def ensure_wal(conn: sqlite3.Connection, path: Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
+    """Switch the file to WAL if it is not already (files built by the ``alembic`` command start without).
+
+    The switch needs the file to itself, and SQLite answers "database is locked"
+    at once, without waiting in its busy handler, while another process has it
+    open in rollback mode (several processes creating one new file at the same
+    moment): so wait here, up to the busy timeout, until one of them has switched it.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    try:
+        while str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF not in (5, 6) or time.monotonic() > deadline:  # BUSY, LOCKED
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+    except sqlite3.Error as exc:
+        raise from_sqlite(exc, path) from exc

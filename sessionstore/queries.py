@@ -1,0 +1,157 @@
+"""Every statement sessionstore runs on its tables, each written once.
+
+The storage's writer and readers and the operations behind the command line
+all run these. They are plain SQL with ``:named`` parameters over the tables
+and the two views, in the part of SQL that SQLite and PostgreSQL share
+(``RETURNING``, ``ON CONFLICT``, row values): where the dialects differ (JSON,
+full-text search, the title rule), the difference lives in the views, which
+each database's migrations define; full-text search (:data:`SEARCH`, FTS5) is
+SQLite's own. ``sqlite3`` runs them as they are; SQLAlchemy's ``text()`` runs
+them on any other database.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APPEND_EVENT",
+    "DELETE_EVENTS_FROM",
+    "DELETE_SESSION",
+    "EVENTS_OF",
+    "FIND_SESSION",
+    "HISTORY",
+    "HISTORY_BYTES",
+    "INSERT_EVENT",
+    "NEW_SESSION",
+    "OVERVIEW",
+    "RESOLVE_PREFIX",
+    "REVISION",
+    "SEARCH",
+    "SESSION_COUNT",
+    "SET_TITLE",
+    "STAMP_SESSION",
+    "STORED_EVENTS",
+    "STORED_EVENTS_BYTES",
+    "TOUCH_SESSION",
+    "UPSERT_SESSION",
+    "list_sessions",
+]
+
+# -- writes ------------------------------------------------------------------------------------
+
+FIND_SESSION = "SELECT id, revision, updated_at FROM sessions WHERE session_id = :sid"
+
+# A session written to before it was ever saved (a storage used without the registry) gets a bare row.
+NEW_SESSION = (
+    "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,"
+    " created_at, updated_at, released, revision)"
+    " VALUES (:sid, '.', '[]', '[]', '{}', NULL, :now, :now, 0, 0) RETURNING id"
+)
+
+STAMP_SESSION = "UPDATE sessions SET updated_at = :now WHERE id = :id"
+
+# The next position is computed in the statement, inside the write transaction,
+# so two writers (two processes) can never take the same one.
+APPEND_EVENT = (
+    "INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)"
+    " SELECT :id, COALESCE(MAX(position), -1) + 1, :type, :payload, :role, :text, :text_path, :now"
+    " FROM events WHERE session = :id"
+)
+
+INSERT_EVENT = (
+    "INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)"
+    " VALUES (:id, :position, :type, :payload, :role, :text, :text_path, :now)"
+)
+
+DELETE_EVENTS_FROM = "DELETE FROM events WHERE session = :id AND position >= :position"
+
+# Its events go with it (ON DELETE CASCADE).
+DELETE_SESSION = "DELETE FROM sessions WHERE session_id = :sid"
+
+# A record written again keeps its creation time; its events are untouched.
+UPSERT_SESSION = (
+    "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,"
+    " created_at, updated_at, released, revision)"
+    " VALUES (:sid, :cwd, :additional_directories, :mcp_servers, :meta, :title, :created_at, :updated_at,"
+    " :released, 0)"
+    " ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,"
+    " additional_directories = excluded.additional_directories, mcp_servers = excluded.mcp_servers,"
+    " meta = excluded.meta, title = excluded.title, updated_at = excluded.updated_at,"
+    " released = excluded.released"
+    " RETURNING id"
+)
+
+TOUCH_SESSION = (
+    "UPDATE sessions SET updated_at = :now, released = COALESCE(:released, released) WHERE session_id = :sid"
+)
+
+SET_TITLE = "UPDATE sessions SET title = :title WHERE session_id = :sid"
+
+# -- reads -------------------------------------------------------------------------------------
+
+# A session's events in order, with the session's row id and revision (one
+# row with NULL events for a session that has none).
+HISTORY = (
+    "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s"
+    " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = :sid ORDER BY e.position"
+)
+# The same, for a history holding text that is not UTF-8 (edited by hand):
+# bytes come back as they are and are decoded row by row.
+HISTORY_BYTES = (
+    "SELECT s.id, s.revision, CAST(e.type AS BLOB), CAST(e.payload AS BLOB) FROM sessions AS s"
+    " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = :sid ORDER BY e.position"
+)
+
+STORED_EVENTS = "SELECT type, payload FROM events WHERE session = :id ORDER BY position"
+STORED_EVENTS_BYTES = (
+    "SELECT CAST(type AS BLOB), CAST(payload AS BLOB) FROM events WHERE session = :id ORDER BY position"
+)
+
+# What a person reads of each event: its role and text (or where in the payload the text is).
+EVENTS_OF = (
+    "SELECT e.position, e.type, e.payload, e.created_at, e.role, e.text, e.text_path"
+    " FROM events AS e JOIN sessions AS s ON s.id = e.session WHERE s.session_id = :sid ORDER BY e.position"
+)
+
+# One row per session, as session_overview shows it (the title rule and the
+# event count live in the view).
+OVERVIEW = (
+    "SELECT session_id, title, title_set, cwd, additional_directories, mcp_servers, meta,"
+    " created_at, updated_at, released, events FROM session_overview"
+)
+
+
+def list_sessions(*, cwd: bool, after: bool, limit: bool, where: str = "") -> str:
+    """Sessions newest first (``updated_at``, then id), keyset-paged after ``(:before, :before_id)``.
+
+    One statement in a few shapes (with or without a ``cwd``, a cursor, a
+    limit), each able to use its index; ``where`` adds a condition of the caller's.
+    """
+    conditions = [where] if where else []
+    if cwd:
+        conditions.append("cwd = :cwd")
+    if after:
+        conditions.append("(updated_at < :before OR (updated_at = :before AND session_id < :before_id))")
+    sql = OVERVIEW
+    if conditions:
+        sql += " WHERE " + " AND ".join(conditions)
+    sql += " ORDER BY updated_at DESC, session_id DESC"
+    if limit:
+        sql += " LIMIT :limit"
+    return sql
+
+
+# Ids starting with a prefix: a range scan over the unique index (LIKE could not use it).
+RESOLVE_PREFIX = (
+    "SELECT session_id FROM sessions WHERE session_id >= :low AND session_id < :high ORDER BY session_id LIMIT 6"
+)
+
+SEARCH = (
+    "SELECT s.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = s.session_id),"
+    " e.position, e.type, e.role, snippet(events_fts, -1, '[', ']', '…', 12)"
+    " FROM events_fts JOIN events AS e ON e.id = events_fts.rowid JOIN sessions AS s ON s.id = e.session"
+    " WHERE events_fts MATCH :query ORDER BY events_fts.rank LIMIT :limit"
+)
+
+SESSION_COUNT = "SELECT count(*), coalesce(sum(released), 0) FROM sessions"
+
+REVISION = "SELECT version_num FROM alembic_version"

@@ -1,0 +1,430 @@
+"""Reading what a database holds: sessions, their events, search, counts.
+
+One function per question, each on an open ``sqlite3`` connection, run by the
+storage's reader threads and by the command line alike; :func:`reading` opens
+a file for them without ever creating or changing it. Nothing here imports
+SQLAlchemy: a command that only reads answers as fast as ``sqlite3`` can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from . import queries
+from .database import BUSY_TIMEOUT, HEAD, connect, read_revision
+from .errors import AmbiguousSessionIdError, NoSuchSessionError, SchemaError, UsageError, from_sqlite
+from .storage import SessionPage, SessionRecord, check_limit, decode_cursor, page_of, stamp, utc_text
+
+__all__ = [
+    "SearchHit",
+    "Stats",
+    "StoredEvent",
+    "events_of",
+    "fts_query",
+    "history",
+    "iter_sessions",
+    "list_sessions",
+    "load_session",
+    "read_session",
+    "reading",
+    "record_of",
+    "resolve",
+    "resolve_all",
+    "search",
+    "session_page",
+    "stats",
+    "stored_events",
+    "text_at",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One event row as stored: the payload is its JSON text, undecoded; ``text`` is what a person reads."""
+
+    position: int
+    type: str
+    payload: str
+    created_at: datetime
+    role: str | None = None
+    text: str | None = None
+    # Where the text sits in the payload, when it is not stored on its own.
+    text_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        try:
+            payload: Any = json.loads(self.payload)
+        except ValueError:
+            payload = self.payload  # edited by hand into something that is not JSON: shown as it is
+        return {
+            "position": self.position,
+            "type": self.type,
+            "payload": payload,
+            "role": self.role,
+            "text": self.text,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    session_id: str
+    title: str | None
+    position: int
+    type: str
+    snippet: str
+    role: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "title": self.title,
+            "position": self.position,
+            "type": self.type,
+            "role": self.role,
+            "snippet": self.snippet,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    path: str
+    sessions: int
+    released: int
+    events: int
+    event_types: dict[str, int] = field(default_factory=dict)
+    file_size: int = 0
+    wal_size: int = 0
+    revision: str | None = None
+    head: str = HEAD
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "sessions": self.sessions,
+            "released": self.released,
+            "events": self.events,
+            "event_types": self.event_types,
+            "file_size": self.file_size,
+            "wal_size": self.wal_size,
+            "revision": self.revision,
+            "head": self.head,
+        }
+
+
+# -- opening ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def reading(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to an existing sessionstore file; SQLite's errors as :class:`StorageError`."""
+    path = Path(db).expanduser()
+    conn = connect(path, busy_timeout=busy_timeout, write=False, check_tables=True)
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        raise from_sqlite(exc, path) from exc
+    finally:
+        conn.close()
+
+
+def _current(conn: sqlite3.Connection) -> bool:
+    return read_revision(conn)[0] == HEAD
+
+
+# -- session records ------------------------------------------------------------------------------
+
+_UNREADABLE = "sessionstore.unreadable"
+
+
+def record_of(row: Sequence[Any]) -> SessionRecord:
+    """A :data:`queries.OVERVIEW` row as a record.
+
+    The one policy for a JSON column edited by hand into something else: the
+    record is still listed, the column reads as empty, and its raw text is kept
+    under ``meta["sessionstore.unreadable"][column]``, so nothing is silently lost.
+    """
+    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events = row
+    unreadable: dict[str, str] = {}
+    directories = _json_column(dirs, list, "additional_directories", unreadable)
+    mcp_servers = _json_column(servers, list, "mcp_servers", unreadable)
+    meta_value = _json_column(meta, dict, "meta", unreadable)
+    if unreadable:
+        meta_value = {**meta_value, _UNREADABLE: unreadable}
+    return SessionRecord(
+        session_id=str(sid),
+        cwd=str(cwd),
+        additional_directories=directories,
+        mcp_servers=mcp_servers,
+        meta=meta_value,
+        title=title,
+        created_at=stamp(created),
+        updated_at=stamp(updated),
+        released=bool(released),
+        events=int(events),
+        derived_title=title is not None and not title_set,
+    )
+
+
+def _json_column(text: object, kind: type, name: str, unreadable: dict[str, str]) -> Any:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if isinstance(value, kind):
+        return value
+    if text is not None:
+        unreadable[name] = str(text)
+    return kind()
+
+
+# The sessions of a file from before session_overview had every column it lists (revision 0003):
+# stored titles only, counts included.
+_LEGACY_OVERVIEW = (
+    "(SELECT session_id, title, title IS NOT NULL AS title_set, cwd, additional_directories, mcp_servers, meta,"
+    " created_at, updated_at, released, (SELECT count(*) FROM events AS c WHERE c.session = sessions.id) AS events"
+    " FROM sessions) AS session_overview"
+)
+
+
+def _overview(conn: sqlite3.Connection, sql: str) -> str:
+    return sql if _current(conn) else sql.replace("FROM session_overview", f"FROM {_LEGACY_OVERVIEW}")
+
+
+def iter_sessions(
+    conn: sqlite3.Connection, *, cwd: str | None = None, limit: int | None = None, where: str = "", **params: Any
+) -> Iterator[SessionRecord]:
+    """Sessions newest first, one at a time (a listing of every session never holds them all)."""
+    sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
+    for row in conn.execute(_overview(conn, sql), {"cwd": cwd, "limit": limit, **params}):
+        yield record_of(row)
+
+
+def session_page(
+    conn: sqlite3.Connection, *, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+) -> SessionPage:
+    """One page of sessions, newest first, after ``cursor`` (see :class:`~sessionstore.SessionCatalog`)."""
+    check_limit(limit)
+    params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else limit + 1}
+    if cursor is not None:
+        when, after = decode_cursor(cursor)
+        params.update(before=utc_text(when), before_id=after)
+    sql = queries.list_sessions(cwd=cwd is not None, after=cursor is not None, limit=limit is not None)
+    rows = [record_of(row) for row in conn.execute(_overview(conn, sql), params)]
+    return page_of(rows, limit)
+
+
+def load_session(conn: sqlite3.Connection, sid: str) -> SessionRecord | None:
+    """The stored record of one session (its title only if one was set), or ``None``."""
+    rows = conn.execute(_overview(conn, queries.OVERVIEW + " WHERE session_id = :sid"), {"sid": sid}).fetchall()
+    if not rows:
+        return None
+    record = record_of(rows[0])
+    return replace(record, title=None, derived_title=False) if record.derived_title else record
+
+
+# -- ids ------------------------------------------------------------------------------------------
+
+
+def resolve(conn: sqlite3.Connection, prefix: str) -> str:
+    """The full id of the one stored session whose id starts with ``prefix`` (dashes and case ignored)."""
+    cleaned = prefix.strip().lower().replace("-", "")
+    if not cleaned or len(cleaned) > 32 or re.fullmatch(r"[0-9a-f]+", cleaned) is None:
+        raise NoSuchSessionError(f"not a session id: {prefix!r} (ids are hex digits; any unique prefix works)")
+    rows = conn.execute(queries.RESOLVE_PREFIX, {"low": cleaned, "high": cleaned + "g"}).fetchall()
+    if not rows:
+        raise NoSuchSessionError(f"no session matches {prefix!r}")
+    if len(rows) > 1:
+        ids = [str(r[0]) for r in rows]
+        # As many digits as it takes to tell the candidates apart (git does the same).
+        width = max(8, 1 + max(_common(a, b) for a, b in itertools.pairwise(ids)))
+        shown = ", ".join(sid[:width] for sid in ids[:5]) + (", ..." if len(ids) > 5 else "")
+        raise AmbiguousSessionIdError(f"{prefix!r} is ambiguous: it matches {shown}; give more digits")
+    return str(rows[0][0])
+
+
+def _common(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def resolve_all(conn: sqlite3.Connection, prefixes: Sequence[str]) -> list[str]:
+    """Each prefix's full id, in order, each once; the first that matches none or several fails them all."""
+    ids: list[str] = []
+    for prefix in prefixes:
+        sid = resolve(conn, prefix)
+        if sid not in ids:
+            ids.append(sid)
+    return ids
+
+
+# -- events -----------------------------------------------------------------------------------------
+
+
+def _is_bad_utf8(exc: sqlite3.Error) -> bool:
+    return "decode to utf-8" in str(exc).lower()
+
+
+def _texts(type_name: bytes | None, payload: bytes | None) -> tuple[str | None, str | None]:
+    """Row bytes as text. Bytes that are not UTF-8 are replaced (U+FFFD), so that
+    row decodes to an unknown event instead of hiding the whole history."""
+    if type_name is None or payload is None:
+        return None, None
+    return type_name.decode("utf-8", "replace"), payload.decode("utf-8", "replace")
+
+
+def history(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[str, str]]] | None:
+    """A session's ``(row id, revision, [(type, payload), ...])`` in order, or ``None`` if it has no row.
+
+    One statement, so the revision and the events come from one snapshot.
+    """
+    try:
+        rows = conn.execute(queries.HISTORY, {"sid": sid}).fetchall()
+    except sqlite3.OperationalError as exc:
+        if not _is_bad_utf8(exc):
+            raise
+        rows = [(r, v, *_texts(t, p)) for r, v, t, p in conn.execute(queries.HISTORY_BYTES, {"sid": sid})]
+    if not rows:
+        return None
+    return int(rows[0][0]), int(rows[0][1]), [(t, p) for _, _, t, p in rows if t is not None]
+
+
+def stored_events(conn: sqlite3.Connection, row_id: int) -> list[tuple[str, str]]:
+    """A session's ``(type, payload)`` rows in order, by its row id (the writer compares against them)."""
+    try:
+        return [(str(t), str(p)) for t, p in conn.execute(queries.STORED_EVENTS, {"id": row_id})]
+    except sqlite3.OperationalError as exc:
+        if not _is_bad_utf8(exc):
+            raise
+        rows = conn.execute(queries.STORED_EVENTS_BYTES, {"id": row_id})
+        return [(str(t), str(p)) for t, p in (_texts(*row) for row in rows)]
+
+
+def text_at(payload: str, path: str) -> str | None:
+    """The text at a simple JSON path (``$.a.b``, ``$.a[0]``) of a payload; ``None`` when it is not there.
+
+    A string is returned as it is; a list or an object as its compact JSON (as
+    SQLite's ``json_extract`` gives them); anything else as its JSON text.
+    """
+    try:
+        value: Any = json.loads(payload)
+    except ValueError:
+        return None
+    for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path.removeprefix("$")):
+        if name and isinstance(value, dict) and name in value:
+            value = value[name]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return None
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def events_of(conn: sqlite3.Connection, sid: str) -> list[StoredEvent]:
+    """A session's events as stored, each with its role and text, in order."""
+    if not _current(conn) and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
+        return _legacy_events(conn, sid)
+    events = []
+    for position, kind, payload, created, role, text, path in conn.execute(queries.EVENTS_OF, {"sid": sid}):
+        shown = text_at(payload, path) if path is not None else text
+        events.append(StoredEvent(int(position), str(kind), str(payload), stamp(created), role, shown, path))
+    return events
+
+
+def _legacy_events(conn: sqlite3.Connection, sid: str) -> list[StoredEvent]:
+    # A file from before revision 0003 stores no role or text: only sessionstore's own
+    # event types existed then, and its codec describes them.
+    from .codec import legacy_description
+
+    rows = conn.execute(
+        "SELECT e.position, e.type, e.payload, e.created_at FROM events AS e JOIN sessions AS s"
+        " ON s.id = e.session WHERE s.session_id = :sid ORDER BY e.position",
+        {"sid": sid},
+    )
+    events = []
+    for position, kind, payload, created in rows:
+        role, text, path = legacy_description(str(kind), str(payload))
+        events.append(StoredEvent(int(position), str(kind), str(payload), stamp(created), role, text, path))
+    return events
+
+
+# -- the commands' reads ------------------------------------------------------------------------------
+
+
+def list_sessions(db: str | Path, *, cwd: str | None = None, limit: int | None = None) -> Iterator[SessionRecord]:
+    """``sessionstore list``: stored sessions newest first, streamed (the file stays open while iterated)."""
+    check_limit(limit)
+    with reading(db) as conn:
+        yield from iter_sessions(conn, cwd=cwd, limit=limit)
+
+
+def read_session(db: str | Path, prefix: str) -> tuple[SessionRecord, list[StoredEvent]]:
+    """``sessionstore show``: a session (by id or unique prefix) and its events, from one snapshot."""
+    with reading(db) as conn:
+        conn.execute("BEGIN")
+        sid = resolve(conn, prefix)
+        (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid)
+        return record, events_of(conn, sid)
+
+
+def fts_query(text: str) -> str:
+    """Plain words to an FTS5 query matching events that hold all of them.
+
+    Each word becomes one quoted term, so punctuation (``-``, ``:``, quotes) is
+    never read as query syntax; words are cut where the index's tokenizer cuts
+    them (letters, digits and ``_``), because the index (``detail=none``) has no
+    phrase queries.
+    """
+    return " ".join(f'"{word}"' for word in re.findall(r"\w+", text))
+
+
+def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> list[SearchHit]:
+    """``sessionstore search``: events whose text matches, best first. ``raw`` takes FTS5 query syntax as it is."""
+    query = text if raw else fts_query(text)
+    if not query.strip():
+        raise UsageError(f"nothing to search for in {text!r} (words are letters, digits and _)")
+    with reading(db) as conn:
+        revision = read_revision(conn)[0]
+        if revision != HEAD:
+            raise SchemaError(
+                f"{db} has no full-text index at schema revision {revision!r} (this sessionstore's is {HEAD});"
+                " run `sessionstore db upgrade`"
+            )
+        try:
+            rows = conn.execute(queries.SEARCH, {"query": query, "limit": limit}).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+                raise UsageError(f"not a valid full-text query: {text!r} ({exc})") from None
+            raise
+    return [SearchHit(str(s), t, int(p), str(k), str(snip), role) for s, t, p, k, role, snip in rows]
+
+
+def stats(db: str | Path) -> Stats:
+    """``sessionstore stats``: counts, file size and schema revision."""
+    path = Path(db).expanduser()
+    with reading(path) as conn:
+        conn.execute("BEGIN")
+        sessions, released = conn.execute(queries.SESSION_COUNT).fetchone()
+        types = dict(conn.execute("SELECT type, count(*) FROM events GROUP BY type ORDER BY count(*) DESC"))
+        revision = read_revision(conn)[0]
+    wal = Path(f"{path}-wal")
+    return Stats(
+        path=str(path),
+        sessions=int(sessions),
+        released=int(released),
+        events=sum(int(n) for n in types.values()),
+        event_types={str(k): int(v) for k, v in types.items()},
+        file_size=path.stat().st_size,
+        wal_size=wal.stat().st_size if wal.exists() else 0,
+        revision=revision,
+    )

@@ -1,0 +1,366 @@
+"""Export and import: sessions as JSON Lines, out of one database and into another.
+
+The format: a header ``{"format": "sessionstore-export", "version": 2}``, then
+per session a ``{"kind": "session", ...}`` line followed by one
+``{"kind": "event", ...}`` line per event, the payload as the stored JSON text
+verbatim (lossless, even for event types this version cannot decode), with
+the role and text its codec gave it. Version 1 files (no role and text) are
+read too: their events are sessionstore's own, described as its codec does.
+
+An export is read from one snapshot, so one taken while an agent writes is
+consistent. An import checks the whole file before it touches the database
+and runs in one transaction: a bad line anywhere imports nothing and names
+the line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeAlias
+
+from . import queries, records
+from .admin import writing
+from .codec import ROLES, legacy_description
+from .database import prepare
+from .errors import ImportConflictError, ImportFileError
+from .storage import stamp, utc_text
+
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportSummary", "Progress", "export_sessions", "import_sessions"]
+
+Progress: TypeAlias = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while a long operation runs."""
+
+EXPORT_FORMAT = "sessionstore-export"
+EXPORT_VERSION = 2
+# Versions import reads: 1 had no role and text per event.
+_READABLE_VERSIONS = (1, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportSummary:
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    events: int = 0
+
+
+# -- export -----------------------------------------------------------------------------------------
+
+
+def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress: Progress | None) -> Iterator[str]:
+    def dump(obj: dict[str, Any]) -> str:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+    if ids is None:
+        ids = [str(r[0]) for r in conn.execute("SELECT session_id FROM sessions ORDER BY id")]
+    yield dump({"format": EXPORT_FORMAT, "version": EXPORT_VERSION})
+    for done, sid in enumerate(ids, 1):
+        record = records.load_session(conn, sid)
+        assert record is not None  # read inside the snapshot the ids came from
+        yield dump(
+            {
+                "kind": "session",
+                "session_id": record.session_id,
+                "cwd": record.cwd,
+                "additional_directories": record.additional_directories,
+                "mcp_servers": record.mcp_servers,
+                "meta": record.meta,
+                "title": record.title,
+                "created_at": record.created_at.isoformat(),
+                "updated_at": record.updated_at.isoformat(),
+                "released": record.released,
+            }
+        )
+        for event in records.events_of(conn, sid):
+            yield dump(
+                {
+                    "kind": "event",
+                    "session_id": sid,
+                    "position": event.position,
+                    "type": event.type,
+                    "payload": event.payload,
+                    "role": event.role,
+                    "text": None if event.text_path is not None else event.text,
+                    "text_path": event.text_path,
+                    "created_at": event.created_at.isoformat(),
+                }
+            )
+        if progress is not None:
+            progress(done, len(ids))
+
+
+def export_sessions(
+    db: str | Path,
+    out: str | os.PathLike[str] | IO[str],
+    prefixes: Sequence[str] | None = None,
+    *,
+    progress: Progress | None = None,
+) -> int:
+    """``sessionstore export``: the sessions (all when ``prefixes`` is None) as JSON Lines; returns how many.
+
+    A path is written whole or not at all (a temporary file renamed into place).
+    """
+    with records.reading(db) as conn:
+        conn.execute("BEGIN")
+        ids = records.resolve_all(conn, prefixes) if prefixes is not None else None
+        count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
+        lines = _export_lines(conn, ids, progress)
+        if not isinstance(out, (str, os.PathLike)):
+            out.writelines(lines)
+            out.flush()
+            return count
+        dest = Path(out)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.writelines(lines)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return count
+
+
+# -- import -----------------------------------------------------------------------------------------
+
+# The order of a session line's and an event line's values, as the statements name them.
+_SESSION_COLUMNS = (
+    "sid",
+    "cwd",
+    "additional_directories",
+    "mcp_servers",
+    "meta",
+    "title",
+    "created_at",
+    "updated_at",
+    "released",
+)
+_EVENT_COLUMNS = ("position", "type", "payload", "role", "text", "text_path", "now")
+
+
+@dataclass(slots=True)
+class _ImportSession:
+    line: int
+    row: tuple[Any, ...]
+    events: list[tuple[int, str, str, str | None, str | None, str | None, str]] = field(default_factory=list)
+
+
+_SESSION_FIELDS = {"kind", "session_id", "created_at", "updated_at", "title"}
+# Fields that may be left out of a hand-written file, with the type each must have and its default.
+_SESSION_DEFAULTS: tuple[tuple[str, type, Any], ...] = (
+    ("cwd", str, "."),
+    ("additional_directories", list, []),
+    ("mcp_servers", list, []),
+    ("meta", dict, {}),
+    ("released", bool, False),
+)
+_EVENT_FIELDS = {"kind", "session_id", "position", "type", "payload", "created_at", "role", "text", "text_path"}
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _BadLine(Exception):
+    pass
+
+
+def _stamp(obj: dict[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if isinstance(value, str):
+        try:
+            return utc_text(stamp(value))
+        except ValueError:
+            pass
+    raise _BadLine(f"{key} must be an ISO 8601 timestamp, got {value!r}")
+
+
+def _session_line(obj: dict[str, Any], seen: set[str]) -> tuple[Any, ...]:
+    extra = set(obj) - _SESSION_FIELDS - {key for key, _, _ in _SESSION_DEFAULTS}
+    if extra:
+        raise _BadLine(f"unknown session fields {sorted(extra)}")
+    sid = obj.get("session_id")
+    if not isinstance(sid, str) or re.fullmatch(r"[0-9a-f]{32}", sid) is None:
+        raise _BadLine(f"session_id must be 32 lowercase hex digits, got {sid!r}")
+    if sid in seen:
+        raise _BadLine(f"session {sid} appears twice")
+    values: dict[str, Any] = {}
+    for key, kind, default in _SESSION_DEFAULTS:
+        value = obj.get(key, default)
+        if not isinstance(value, kind):
+            raise _BadLine(f"{key} must be a {kind.__name__}, got {value!r}")
+        values[key] = value
+    title = obj.get("title")
+    if title is not None and not isinstance(title, str):
+        raise _BadLine(f"title must be a string or null, got {title!r}")
+    return (
+        sid,
+        values["cwd"],
+        _compact(values["additional_directories"]),
+        _compact(values["mcp_servers"]),
+        _compact(values["meta"]),
+        title,
+        _stamp(obj, "created_at"),
+        _stamp(obj, "updated_at"),
+        int(values["released"]),
+    )
+
+
+def _event_line(
+    obj: dict[str, Any], session: _ImportSession | None, version: int
+) -> tuple[int, str, str, str | None, str | None, str | None, str]:
+    extra = set(obj) - _EVENT_FIELDS
+    if extra:
+        raise _BadLine(f"unknown event fields {sorted(extra)}")
+    if session is None or obj.get("session_id") != session.row[0]:
+        raise _BadLine("an event must follow the line of its session")
+    after = session.events[-1][0] if session.events else -1
+    position, type_name, payload = obj.get("position"), obj.get("type"), obj.get("payload")
+    if not isinstance(position, int) or isinstance(position, bool) or position <= after:
+        raise _BadLine(f"position must be an integer above {after}, got {position!r}")
+    if not isinstance(type_name, str) or not type_name:
+        raise _BadLine(f"type must be a non-empty string, got {type_name!r}")
+    if not isinstance(payload, str):
+        raise _BadLine("payload must be the event's JSON text, as a string")
+    try:
+        json.loads(payload)
+    except ValueError:
+        raise _BadLine("payload is not valid JSON text") from None
+    if version == 1:
+        role, text, path = legacy_description(type_name, payload)
+        text = None if path is not None else text  # stored once, in the payload
+    else:
+        role, text, path = obj.get("role"), obj.get("text"), obj.get("text_path")
+        if role is not None and role not in ROLES:
+            raise _BadLine(f"role must be one of {', '.join(ROLES)} or null, got {role!r}")
+        if text is not None and not isinstance(text, str):
+            raise _BadLine(f"text must be a string or null, got {text!r}")
+        if path is not None and (not isinstance(path, str) or not path.startswith("$") or text is not None):
+            raise _BadLine(f"text_path must be a JSON path ($...) given instead of text, or null, got {path!r}")
+    return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
+
+
+def _read_export(path: Path) -> Iterator[_ImportSession]:
+    """The sessions of an export file, each with its events; :class:`ImportFileError` at the first flaw."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise ImportFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ImportFileError(f"{path} is a folder, not an export file") from None
+    except OSError as exc:
+        raise ImportFileError(f"{path}: cannot read it ({exc.strerror})") from None
+    seen: set[str] = set()
+    current: _ImportSession | None = None
+    version = 0
+    number = 0
+    with handle:
+        try:
+            for number, text in enumerate(handle, 1):
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                except ValueError:
+                    raise _BadLine("not a JSON object") from None
+                if not isinstance(obj, dict):
+                    raise _BadLine("not a JSON object")
+                if not version:
+                    if obj.get("format") != EXPORT_FORMAT:
+                        raise _BadLine(f"not a sessionstore export (it must start with the {EXPORT_FORMAT} header)")
+                    if obj.get("version") not in _READABLE_VERSIONS:
+                        raise _BadLine(
+                            f"format version {obj.get('version')!r}; this sessionstore reads versions"
+                            f" {', '.join(map(str, _READABLE_VERSIONS))}"
+                        )
+                    version = int(obj["version"])
+                elif obj.get("kind") == "session":
+                    row = _session_line(obj, seen)
+                    if current is not None:
+                        yield current
+                    seen.add(row[0])
+                    current = _ImportSession(number, row)
+                elif obj.get("kind") == "event":
+                    event = _event_line(obj, current, version)
+                    assert current is not None
+                    current.events.append(event)
+                else:
+                    raise _BadLine(f"kind must be 'session' or 'event', got {obj.get('kind')!r}")
+        except UnicodeDecodeError:
+            raise ImportFileError(f"{path} is not UTF-8 text; nothing was imported") from None
+        except _BadLine as exc:
+            raise ImportFileError(f"{path} line {number}: {exc}; nothing was imported") from None
+    if not version:
+        raise ImportFileError(f"{path} is empty, not a sessionstore export; nothing was imported")
+    if current is not None:
+        yield current
+
+
+def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> str:
+    sid = item.row[0]
+    existing = conn.execute("SELECT id FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+    outcome = "added"
+    if existing is not None:
+        stored = conn.execute(
+            "SELECT position, type, payload FROM events WHERE session = ? ORDER BY position", (existing[0],)
+        ).fetchall()
+        if [tuple(r) for r in stored] == [e[:3] for e in item.events]:
+            return "unchanged"
+        if not replace:
+            raise ImportConflictError(
+                f"session {sid} is already stored with different events (line {item.line});"
+                " nothing was imported (--replace overwrites stored sessions with the file's)"
+            )
+        conn.execute(queries.DELETE_SESSION, {"sid": sid})
+        outcome = "replaced"
+    row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]
+    conn.executemany(
+        queries.INSERT_EVENT,
+        [{"id": row_id, **dict(zip(_EVENT_COLUMNS, event, strict=True))} for event in item.events],
+    )
+    return outcome
+
+
+def import_sessions(
+    db: str | Path, source: str | os.PathLike[str], *, replace: bool = False, progress: Progress | None = None
+) -> ImportSummary:
+    """``sessionstore import``: read an export back, ids, records and event order preserved, in one transaction.
+
+    Idempotent: a session already stored with the same events is left as it is.
+    One stored with different events is a :class:`ImportConflictError` (nothing
+    imported) unless ``replace``, which replaces it with the file's. The file is
+    checked whole before the database is touched; a missing database is
+    created (as :class:`SQLiteStorage` creates one) only then.
+    """
+    source_path = Path(source).expanduser()
+    total = sum(1 for _ in _read_export(source_path))
+    path = Path(db).expanduser()
+    created = not path.exists()
+    try:
+        if created:
+            prepare(path)
+        counts = {"added": 0, "replaced": 0, "unchanged": 0}
+        events = 0
+        with writing(path) as conn:
+            for done, item in enumerate(_read_export(source_path), 1):
+                outcome = _import_one(conn, item, replace)
+                counts[outcome] += 1
+                if outcome != "unchanged":
+                    events += len(item.events)
+                if progress is not None:
+                    progress(done, total)
+        return ImportSummary(events=events, **counts)
+    except BaseException:
+        if created:  # a database this call created and could not fill is not left behind
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise
