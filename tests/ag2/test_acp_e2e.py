@@ -295,22 +295,20 @@ async def test_sigterm_lets_the_sessions_go_before_the_process_exits(files: File
     hygiene(files)
 
 
-async def test_without_retention_a_disconnect_deletes_and_a_kill_keeps(files: Files) -> None:
-    files.script_steps([{"say": "Noted."}, {"say": "Noted again."}])
-    async with agent_process(files, "--no-retain") as agent:
-        sid = await agent.new(PROJECT)
-        await agent.say(sid, "Remember the fig tree.")
-    # The client closed the connection (stdin EOF) and the process ended: its session is gone.
-    assert agent.process.returncode == 0
-    assert rows(files.db, "SELECT COUNT(*) FROM sessions") == [(0,)]
+async def test_without_retention_a_kill_keeps_and_a_disconnect_deletes(files: Files) -> None:
+    files.script_steps([{"say": "Noted."}])
     async with agent_process(files, "--no-retain") as agent:
         sid = await agent.new(PROJECT)
         await agent.say(sid, "Remember the plum tree.")
         await agent.kill()
-    # Killed: nothing got to delete anything, and a later process can still load it.
+    # Killed: nothing got to delete anything, and a later process can load it.
     assert rows(files.db, "SELECT session_id, released FROM sessions") == [(sid, 0)]
-    async with agent_process(files) as agent:
+    async with agent_process(files, "--no-retain") as agent:
         await within(agent.conn.load_session(cwd=PROJECT, session_id=sid))
         await agent.settle(sid, 2)
         assert texts(agent.recorder.of(sid, "user_message_chunk")) == ["Remember the plum tree."]
+    # The client closed the connection (stdin EOF) and the process ended: without retention, the session is gone.
+    assert agent.process.returncode == 0
+    assert rows(files.db, "SELECT COUNT(*) FROM sessions") == [(0,)]
+    assert rows(files.db, "SELECT COUNT(*) FROM events") == [(0,)]
     hygiene(files)
