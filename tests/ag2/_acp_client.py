@@ -142,9 +142,7 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def agent_process(
-    files: Files, *args: str, command: Sequence[str] | None = None, initialize: bool = True
-) -> AsyncIterator[Running]:
+async def agent_process(files: Files, *args: str, command: Sequence[str] | None = None) -> AsyncIterator[Running]:
     """Start an agent and connect a real ACP client to it.
 
     By default the test agent (``_acp_agent.py DB *args``); ``command`` runs something else (the example).
@@ -157,11 +155,7 @@ async def agent_process(
         ) as (reader, writer, process):
             conn = ClientSideConnection(recorder, writer, reader, use_unstable_protocol=True)
             try:
-                init = (
-                    await within(conn.initialize(protocol_version=acp.PROTOCOL_VERSION))
-                    if initialize
-                    else schema.InitializeResponse(protocol_version=acp.PROTOCOL_VERSION)
-                )
+                init = await within(conn.initialize(protocol_version=acp.PROTOCOL_VERSION))
                 yield Running(conn, recorder, process, init)
             finally:
                 # Then spawn_stdio_transport closes stdin, waits, and terminates or kills the process.
