@@ -17,8 +17,7 @@ import tempfile
 import time
 from uuid import UUID, uuid4
 
-from sessionstore import EventContext, ModelMessage, SQLiteStorage
-from sessionstore.sqlite import _APPEND_EVENT, _FIND_SESSION
+from sessionstore import EventContext, ModelMessage, SQLiteStorage, queries
 
 PAYLOAD = '{"content":"' + " ".join(f"word{i % 50}" for i in range(120)) + '"}'
 
@@ -44,8 +43,12 @@ def per_commit_us(drop: list[str], commits: int = 1000) -> float:
     start = time.perf_counter()
     for _ in range(commits):
         conn.execute("BEGIN IMMEDIATE")
-        row_id, _revision, _updated = conn.execute(_FIND_SESSION, (sid.hex,)).fetchone()
-        conn.execute(_APPEND_EVENT, (row_id, "model_message", PAYLOAD, now, row_id))
+        row_id, _revision, _updated = conn.execute(queries.FIND_SESSION, {"sid": sid.hex}).fetchone()
+        conn.execute(
+            queries.APPEND_EVENT,
+            {"id": row_id, "type": "model_message", "payload": PAYLOAD, "now": now}
+            | {"role": "assistant", "text": None, "text_path": "$.content"},
+        )
         conn.execute("COMMIT")
     conn.close()
     return (time.perf_counter() - start) / commits * 1e6

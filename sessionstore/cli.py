@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -54,9 +55,42 @@ def _local(when: datetime) -> str:
     return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+# What a terminal would act on rather than show: C0 and C1 controls (escape sequences that clear the screen, write
+# the clipboard, make links) and the bidirectional overrides that reorder what is shown. Tab and newline stay.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character shown as an escape (``\\x1b``): stored data cannot drive the terminal."""
+    return _CONTROLS.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class _Visible:
+    """A text stream that writes :func:`visible` text: everything a command prints goes through it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(visible(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _json_text(value: Any, indent: int | None = None) -> str:
+    # JSON already escapes C0 controls; the others are valid in JSON strings, so they become \u escapes.
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
+    sys.stdout.write(_json_text(value, indent=2) + "\n")
 
 
 def _table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> None:
@@ -172,7 +206,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         # Streamed, one session at a time: listing every session never holds them all.
         separator = "[\n  "
         for record in sessions:
-            sys.stdout.write(separator + json.dumps(_record_json(record), ensure_ascii=False))
+            sys.stdout.write(separator + _json_text(_record_json(record)))
             separator = ",\n  "
         sys.stdout.write("[]\n" if separator.startswith("[") else "\n]\n")
         return 0
@@ -452,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> NoReturn:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print(visible(f"{PROG}: error: {message}"), file=sys.stderr)
     raise SystemExit(1)
 
 
@@ -462,6 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.db = (args.db or default_db_path()).expanduser()
     if args.command == "prune":
         args.older_than_text = _age_text(args.older_than)
+    stdout = sys.stdout
+    sys.stdout = _Visible(stdout)
     try:
         code: int = args.handler(args)
     except (StorageError, UsageError) as exc:
@@ -476,6 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout = stdout
     return code
 
 

@@ -309,7 +309,7 @@ def stored_events(conn: sqlite3.Connection, row_id: int) -> list[tuple[str, str]
 
 
 def text_at(payload: str, path: str) -> str | None:
-    """The text at a simple JSON path (``$.a.b``, ``$.a[0]``) of a payload; ``None`` when it is not there.
+    """The text at a simple JSON path (``$.a.b``, ``$.a[0]``, ``$."$key"``) of a payload; ``None`` if not there.
 
     A string is returned as it is; a list or an object as its compact JSON (as
     SQLite's ``json_extract`` gives them); anything else as its JSON text.
@@ -318,7 +318,8 @@ def text_at(payload: str, path: str) -> str | None:
         value: Any = json.loads(payload)
     except ValueError:
         return None
-    for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path.removeprefix("$")):
+    for quoted, plain, index in re.findall(r'\.(?:"([^"]*)"|([^.\[]+))|\[(\d+)\]', path.removeprefix("$")):
+        name = quoted or plain
         if name and isinstance(value, dict) and name in value:
             value = value[name]
         elif index and isinstance(value, list) and int(index) < len(value):

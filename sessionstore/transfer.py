@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import sqlite3
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from . import queries, records
 from .admin import writing
 from .codec import ROLES, legacy_description
 from .database import prepare
-from .errors import ImportConflictError, ImportFileError
+from .errors import ImportConflictError, ImportFileError, UsageError
 from .storage import stamp, utc_text
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportSummary", "Progress", "export_sessions", "import_sessions"]
@@ -105,29 +107,64 @@ def export_sessions(
 ) -> int:
     """``sessionstore export``: the sessions (all when ``prefixes`` is None) as JSON Lines; returns how many.
 
-    A path is written whole or not at all (a temporary file renamed into place).
+    Written where the caller points: a regular file (or a new one) is replaced
+    whole or not at all (a temporary file beside it, renamed into place); a
+    device, a FIFO or a terminal is written in place; the database itself and
+    its companion files are refused before anything is read.
     """
-    with records.reading(db) as conn:
+    path = Path(db).expanduser()
+    named = Path(out).expanduser() if isinstance(out, (str, os.PathLike)) else None
+    target = _destination(named, path) if named is not None else None
+    with records.reading(path) as conn:
         conn.execute("BEGIN")
         ids = records.resolve_all(conn, prefixes) if prefixes is not None else None
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
         lines = _export_lines(conn, ids, progress)
-        if not isinstance(out, (str, os.PathLike)):
+        if named is not None and target is not None:
+            _write(named, target, lines)
+        elif not isinstance(out, (str, os.PathLike)):
             out.writelines(lines)
             out.flush()
-            return count
-        dest = Path(out)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        return count
+
+
+def _destination(out: Path, db: Path) -> Path:
+    """Where an export to ``out`` is written: the file a link points at; never the database or its companions."""
+    target = Path(os.path.realpath(out))
+    for companion in (db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        if target.exists() and companion.exists() and os.path.samefile(target, companion):
+            raise UsageError(
+                f"{out} is {'the database' if companion == db else 'a file of the database'} {db};"
+                " export to another file"
+            )
+    if target.is_dir():
+        raise UsageError(f"{out} is a folder; name a file to export to")
+    if not target.parent.is_dir():
+        raise UsageError(f"{out}: the folder {target.parent} does not exist")
+    return target
+
+
+def _write(out: Path, target: Path, lines: Iterator[str]) -> None:
+    """A regular file (or a new one) whole or not at all; anything else (a device, a FIFO) in place."""
+    try:
+        if target.exists() and not target.is_file():
+            with open(target, "w", encoding="utf-8", newline="\n") as handle:
+                handle.writelines(lines)
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(lines)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, dest)
+            if target.exists():
+                os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))  # replaced, not re-permissioned
+            os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return count
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
 
 
 # -- import -----------------------------------------------------------------------------------------
@@ -338,29 +375,43 @@ def import_sessions(
     Idempotent: a session already stored with the same events is left as it is.
     One stored with different events is a :class:`ImportConflictError` (nothing
     imported) unless ``replace``, which replaces it with the file's. The file is
-    checked whole before the database is touched; a missing database is
-    created (as :class:`SQLiteStorage` creates one) only then.
+    checked whole before the database is touched. A missing database is built
+    beside its path (as :class:`SQLiteStorage` creates one) and appears at the
+    path only once it is complete; a failed or interrupted import removes only
+    what it made.
     """
     source_path = Path(source).expanduser()
-    total = sum(1 for _ in _read_export(source_path))
+    total = sum(1 for _ in _read_export(source_path))  # the whole file checked before anything is written
     path = Path(db).expanduser()
-    created = not path.exists()
+    if path.exists():
+        return _import_into(path, source_path, replace, total, progress)
+    # A new database is built beside its final path and linked there only once it is complete, so nobody
+    # (an agent started meanwhile) ever sees it half-made, and a failure removes only this call's own file.
+    building = path.with_name(f".{path.name}.import-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        if created:
-            prepare(path)
-        counts = {"added": 0, "replaced": 0, "unchanged": 0}
-        events = 0
-        with writing(path) as conn:
-            for done, item in enumerate(_read_export(source_path), 1):
-                outcome = _import_one(conn, item, replace)
-                counts[outcome] += 1
-                if outcome != "unchanged":
-                    events += len(item.events)
-                if progress is not None:
-                    progress(done, total)
-        return ImportSummary(events=events, **counts)
-    except BaseException:
-        if created:  # a database this call created and could not fill is not left behind
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        raise
+        prepare(building)
+        summary = _import_into(building, source_path, replace, total, progress)
+        try:
+            os.link(building, path)
+        except FileExistsError:
+            raise ImportConflictError(
+                f"{path} was created by someone else while the import ran; nothing was imported into it"
+            ) from None
+        return summary
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{building}{suffix}").unlink(missing_ok=True)
+
+
+def _import_into(path: Path, source: Path, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
+    counts = {"added": 0, "replaced": 0, "unchanged": 0}
+    events = 0
+    with writing(path) as conn:
+        for done, item in enumerate(_read_export(source), 1):
+            outcome = _import_one(conn, item, replace)
+            counts[outcome] += 1
+            if outcome != "unchanged":
+                events += len(item.events)
+            if progress is not None:
+                progress(done, total)
+    return ImportSummary(events=events, **counts)

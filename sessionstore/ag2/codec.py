@@ -136,7 +136,7 @@ from ag2.task import TaskSpec
 from pydantic import BaseModel
 
 from .. import errors
-from ..codec import NOT_MINE, _as_text, _decode_tag, _encode_value, _make_parser, _Undecodable
+from ..codec import NOT_MINE, Description, _as_text, _decode_tag, _encode_value, _make_parser, _Undecodable, _utf8
 from ..errors import EventEncodeError
 
 __all__ = [
@@ -298,6 +298,12 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.SchemaTooNewError,
                 errors.SchemaOutOfDateError,
                 errors.MigrationError,
+                errors.DatabaseNotFoundError,
+                errors.NoSuchSessionError,
+                errors.AmbiguousSessionIdError,
+                errors.ImportFileError,
+                errors.ImportConflictError,
+                errors.UsageError,
             )
         },
     }
@@ -655,8 +661,8 @@ class AG2Codec:
         except Exception as exc:  # never raise: a registered pydantic model's validators may raise anything
             return _unknown(type_name, payload, f"{type(exc).__name__}: {exc}")
 
-    def describe(self, event: Any) -> tuple[str | None, str | None]:
-        """``(role, text)`` for the transcript and search.
+    def describe(self, event: Any) -> Description:
+        """The event's role and text for the transcript and search (the text is stored beside the payload).
 
         AG2 stores a tool call up to three times (in ``ModelResponse.tool_calls``, a
         ``ToolCallsEvent``, a loose ``ToolCallEvent``) and a result twice (a loose
@@ -666,24 +672,26 @@ class AG2Codec:
         batches, ``ClientToolCallEvent`` and a response with no text get no role.
         """
         if isinstance(event, ModelRequest):
-            return "user", _inputs_text(event.parts)
+            return _parts("user", event.parts, "$.parts")
         if isinstance(event, ModelResponse):
             text = event.message.content if isinstance(event.message, ModelMessage) else None
-            return ("assistant", _as_text(text)) if text else (None, None)
+            return _at("assistant", text, '$.message."$event"[1].content') if text else Description(None, None)
         if isinstance(event, ToolCallEvent):
-            return "tool_call", _call_text(event)
+            return Description("tool_call", _call_text(event))
         if isinstance(event, ToolErrorEvent):
-            return "tool", _error_text(event)
+            return Description("tool", _error_text(event))
         if isinstance(event, ToolResultEvent):
             result = event.result
-            return "tool", _inputs_text(result.parts) if isinstance(result, ToolResult) else _as_text(result)
+            if isinstance(result, ToolResult):
+                return _parts("tool", result.parts, '$.result."$dataclass"[1].parts')
+            return Description("tool", _as_text(result))
         if isinstance(event, HumanMessage):
-            return "user", _as_text(event.content)
+            return _at("user", event.content, "$.content")
         if isinstance(event, HumanInputRequest):  # the agent asking the person (ACP replays it as the agent's)
-            return "assistant", _as_text(event.content)
+            return _at("assistant", event.content, "$.content")
         if isinstance(event, CompactionSummary):  # context given to the model, said by no one
-            return "system", _as_text(event.summary)
-        return None, None
+            return _at("system", event.summary, "$.summary")
+        return Description(None, None)
 
     # -- encoding ---------------------------------------------------------------------------------------------------
 
@@ -1032,6 +1040,24 @@ def _unsupported(tp: Any, known: dict[str, set[type]]) -> str | None:
         if getattr(tp, "_is_protocol", False):
             return None  # e.g. AG2's StandardDataclass: each value is checked when it is stored
     return f"a {getattr(tp, '__name__', tp)} cannot be stored and read back as itself"
+
+
+def _at(role: str, text: Any, path: str) -> Description:
+    """A text that sits in the payload as it is, at ``path``: the row keeps the path, not a second copy.
+
+    Not for a string that needed \\u escapes (lone surrogates): SQLite would read it back as text that is
+    not valid UTF-8.
+    """
+    if isinstance(text, str) and (text.isascii() or _utf8(text)):
+        return Description(role, text, path)
+    return Description(role, _as_text(text))
+
+
+def _parts(role: str, parts: Any, path: str) -> Description:
+    # One text part is found in the payload; several are joined for the transcript, one part a line.
+    if isinstance(parts, list) and len(parts) == 1 and type(parts[0]) is TextInput:
+        return _at(role, parts[0].content, f'{path}[0]."$event"[1].content')
+    return Description(role, _inputs_text(parts))
 
 
 def _inputs_text(parts: Any) -> str | None:

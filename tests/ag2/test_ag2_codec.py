@@ -322,7 +322,7 @@ def test_an_exception_of_a_class_not_in_the_table_comes_back_as_its_nearest_know
     assert vars(back.error)["_sessionstore_raised_as"] == _qualified(LocalPermissionError)
     assert not hasattr(back.error, "detail")
     assert codec.encode(back) == (type_name, payload)  # the original class name survives a rewrite
-    assert codec.describe(back) == ("tool", "LocalPermissionError: [Errno 13] Permission denied: '/root/x'")
+    assert codec.describe(back)[:2] == ("tool", "LocalPermissionError: [Errno 13] Permission denied: '/root/x'")
 
 
 class BrokenStr(Exception):
@@ -758,7 +758,7 @@ async def test_a_real_agent_turn_is_stored_and_each_call_and_result_is_told_once
 
     async with SQLiteStorage(db, codec=codec) as storage:  # read back from the file, not from a cache
         history = list(await storage.get_history(stream))
-    told = [(role, text) for role, text in map(codec.describe, history) if role is not None]
+    told = [(role, text) for role, text, _ in map(codec.describe, history) if role is not None]
     assert told[:5] == [
         ("user", "Weather in Paris?"),
         ("tool_call", 'weather(city="Paris")'),
@@ -774,7 +774,7 @@ async def test_a_real_agent_turn_is_stored_and_each_call_and_result_is_told_once
         ("assistant", "It is sunny in Paris."),
     ]
     # What AG2 stored besides: the same calls and results again, with no role.
-    silent = [type(e).__name__ for e in history if codec.describe(e) == (None, None)]
+    silent = [type(e).__name__ for e in history if codec.describe(e)[:2] == (None, None)]
     assert sorted(set(silent)) == ["ModelResponse", "ToolCallsEvent", "ToolResultsEvent"]
     assert silent.count("ToolCallsEvent") == silent.count("ToolResultsEvent") == 3
 
@@ -825,7 +825,7 @@ async def test_a_real_agent_turn_is_stored_and_each_call_and_result_is_told_once
     ids=lambda v: type(v).__name__ if isinstance(v, BaseEvent) else None,
 )
 def test_describe_gives_each_event_its_role_and_text(event: Any, told: tuple[str | None, str | None]) -> None:
-    assert codec.describe(event) == told
+    assert codec.describe(event)[:2] == told
 
 
 def test_describe_roles_are_the_transcript_roles() -> None:
@@ -848,3 +848,22 @@ def test_class_layouts_are_worked_out_once_per_class(monkeypatch: pytest.MonkeyP
     for _ in range(3):
         fresh.decode(*fresh.encode(response))
     assert looked_up == []
+
+
+def test_a_text_kept_as_a_path_reads_back_the_same_in_sqlite_and_in_python() -> None:
+    # The row stores where a message's text is instead of a second copy: SQLite's json_extract (the views,
+    # the index) and records.text_at (the command line) must both find exactly the text describe gave.
+    from sessionstore.records import text_at
+
+    codec = AG2Codec(extra=EXTRA)
+    found = 0
+    with sqlite3.connect(":memory:") as conn:
+        for event in [*samples(), ModelRequest(parts=[TextInput(content="zürich ✓ \U0001f389")])]:
+            _, payload = codec.encode(event)
+            _role, text, path = codec.describe(event)
+            if path is None:
+                continue
+            found += 1
+            assert conn.execute("SELECT json_extract(?, ?)", (payload, path)).fetchone() == (text,), event
+            assert text_at(payload, path) == text
+    assert found >= 4  # requests, responses, results, human messages at least
