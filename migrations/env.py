@@ -9,27 +9,26 @@ failed migration leaves the file as it was.
   ``BEGIN IMMEDIATE`` (the cross-process migration lock) and after its backup;
   the caller commits or rolls back.
 * The ``alembic`` command line, from the repository root: ``-x db=PATH`` (or
-  the ``SESSIONSTORE_DB`` environment variable) names the file, reached through
-  the async engine (``sqlite+aiosqlite``) and ``connection.run_sync``.
+  the ``SESSIONSTORE_DB`` environment variable) names the file, opened the way
+  every sessionstore file is opened (:mod:`sessionstore.database`: the path is
+  a file name, whatever characters it holds) under the same lock.
 
-Views, triggers and FTS5 tables are created by revisions with plain SQL; they
-are not in the models' metadata, so they are kept out of autogenerate's
-comparison (``alembic check``) here.
+Views, triggers and FTS5 tables are made by revisions with the operations of
+``sqlobjects.py``; they are not in the models' metadata, so virtual tables are
+kept out of autogenerate's comparison (``alembic check``) here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import stat
+from pathlib import Path
 from typing import Any
 
 from alembic import context
-from sqlalchemy import event, pool
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeDecorator
 
+from sessionstore import database, migrate
 from sessionstore.models import Base
 
 config = context.config
@@ -84,46 +83,11 @@ def _run(connection: Connection) -> None:
     context.run_migrations()
 
 
-def _transactional(engine: Engine) -> None:
-    """One explicit ``BEGIN IMMEDIATE`` per run: DDL stays inside it, and two runs queue for the lock."""
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None  # the driver must not open or commit transactions itself
-        cursor = dbapi_connection.cursor()
-        # Off while tables are rebuilt (batch mode drops and renames them): with
-        # it on, dropping ``sessions`` would cascade-delete every event.
-        cursor.execute("PRAGMA foreign_keys = OFF")
-        cursor.execute("PRAGMA busy_timeout = 30000")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _database_path() -> str:
+def _database_path() -> Path:
     path = context.get_x_argument(as_dictionary=True).get("db") or os.environ.get("SESSIONSTORE_DB")
     if not path:
         raise SystemExit("name the database file: alembic -x db=PATH ... (or set SESSIONSTORE_DB)")
-    return os.path.expanduser(path)
-
-
-def _run_in_transaction(connection: Connection) -> None:
-    with connection.begin():
-        _run(connection)
-        if connection.exec_driver_sql("PRAGMA foreign_key_check").first() is not None:
-            raise RuntimeError("the migration left rows that break a foreign key; rolled back")
-
-
-async def _run_async(path: str) -> None:
-    engine = create_async_engine(f"sqlite+aiosqlite:///{path}", poolclass=pool.NullPool)
-    _transactional(engine.sync_engine)
-    try:
-        async with engine.connect() as connection:
-            await connection.run_sync(_run_in_transaction)
-    finally:
-        await engine.dispose()
+    return Path(path).expanduser()
 
 
 def run_migrations_offline() -> None:
@@ -143,11 +107,15 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)  # the caller's transaction, lock and backup
     else:
+        # The file is created private if missing, and migrated inside one BEGIN IMMEDIATE (the lock
+        # sessionstore's own runner takes), committed only when every revision ran and no row lost its parent.
         path = _database_path()
-        if not os.path.exists(path):
-            # A new file is private from its first byte, as SQLiteStorage creates it.
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
-        asyncio.run(_run_async(path))
+        database.create_file(path)
+        with migrate.locked(path, database.BUSY_TIMEOUT) as connection:
+            _run(connection)
+            if connection.exec_driver_sql("PRAGMA foreign_key_check").first() is not None:
+                raise RuntimeError("the migration left rows that break a foreign key; rolled back")
+            connection.commit()
 
 
 if context.is_offline_mode():

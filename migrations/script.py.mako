@@ -6,7 +6,8 @@ Create Date: ${create_date}
 
 A released revision is never edited: a schema change is a new revision. Keep
 this file self-contained (no imports from sessionstore: the package moves on,
-a revision is frozen). See migrations/README for SQLite's ALTER limits.
+a revision is frozen), but for sessionstore.migrations.sqlobjects, which makes
+views and triggers by name. See migrations/README for SQLite's ALTER limits.
 """
 
 from __future__ import annotations

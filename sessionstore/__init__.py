@@ -23,6 +23,7 @@ from .errors import (
     SessionLimitError,
     StorageError,
     UnknownSessionError,
+    UnsafeFileError,
 )
 from .events import (
     BaseEvent,
@@ -89,5 +90,6 @@ __all__ = [
     "ToolResult",
     "UnknownEvent",
     "UnknownSessionError",
+    "UnsafeFileError",
     "UserMessage",
 ]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import queries, records
-from .database import BUSY_TIMEOUT, HEAD, connect, read_revision, transaction
+from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction
 from .errors import SchemaError, UsageError, from_sqlite
 from .storage import SessionRecord, utc_text
 
@@ -55,6 +55,7 @@ def writing(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[s
     path = Path(db).expanduser()
     conn = connect(path, busy_timeout=busy_timeout, check_tables=True)
     try:
+        check_private(path)
         revision = read_revision(conn, path)[0]
         if revision != HEAD:
             raise SchemaError(
@@ -86,7 +87,12 @@ def parse_age(text: str) -> timedelta:
     match = _AGE.match(text.lower())
     if match is None:
         raise UsageError(f"not an age: {text!r} (use a number and a unit s, m, h, d or w, e.g. 30d)")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    except OverflowError:
+        raise UsageError(
+            f"not an age: {text!r} is longer than any calendar (at most {timedelta.max.days:,}d)"
+        ) from None
 
 
 _PRUNABLE = "released = 1 AND updated_at < :cutoff"
@@ -103,7 +109,10 @@ def prune(
 
     A session still held by a registry (not released) is never pruned, however old.
     """
-    cutoff = utc_text(datetime.now(UTC) - older_than)
+    try:
+        cutoff = utc_text(datetime.now(UTC) - older_than)
+    except OverflowError:  # older than the calendar goes back: nothing is that old
+        cutoff = utc_text(datetime.min.replace(tzinfo=UTC))
     if dry_run:
         with records.reading(db) as conn:
             return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))

@@ -2,12 +2,13 @@
 
 Payloads are plain JSON objects of the event's fields, so ``json_extract(payload,
 '$.content')`` works in the ``sqlite3`` shell. Values JSON has no type for are
-tagged as one-key objects: ``{"$bytes": base64}``, ``{"$datetime": iso}``,
-``{"$date": iso}``, ``{"$uuid": str}``, ``{"$tuple": [...]}``, ``{"$float": "nan"}``
-(NaN and infinities: SQLite's JSON functions reject bare ``NaN``) and
-``{"$items": [[key, value], ...]}`` for dicts with non-string keys, and for a
-user dict that itself looks like a tag (one key starting with ``$``), so
-nothing is ambiguous.
+tagged as one-key objects: ``{"$bytes": base64}``, ``{"$datetime": iso}`` (in a
+named zone, or on the second pass of a repeated hour, ``{"$datetime": [iso,
+zone, fold]}``), ``{"$date": iso}``, ``{"$uuid": str}``, ``{"$tuple": [...]}``,
+``{"$float": "nan"}`` (NaN and infinities: SQLite's JSON functions reject bare
+``NaN``) and ``{"$items": [[key, value], ...]}`` for dicts with non-string
+keys, and for a user dict that itself looks like a tag (one key starting with
+``$``), so nothing is ambiguous.
 
 Decoding never imports anything and never instantiates a class that is not in
 the :class:`~sessionstore.events.EventTypes` it was given. Anything it cannot
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol, cast
 from uuid import UUID
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import EventEncodeError
 from .events import (
@@ -139,6 +141,11 @@ def _encode_value(value: Any, path: str, extend: Callable[[Any, str], Any] | Non
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, datetime):
+        zone = value.tzinfo
+        if isinstance(zone, ZoneInfo) or value.fold:
+            # The offset alone would come back as a fixed offset: a named zone (and which of two
+            # repeated wall times, the fold) is kept too, so the datetime comes back as it was.
+            return {"$datetime": [value.isoformat(), zone.key if isinstance(zone, ZoneInfo) else None, value.fold]}
         return {"$datetime": value.isoformat()}
     if isinstance(value, date):
         return {"$date": value.isoformat()}
@@ -165,6 +172,8 @@ def _decode_tag(tag: str, inner: Any) -> Any:
         if tag == "$bytes":
             return base64.b64decode(inner, validate=True)
         if tag == "$datetime":
+            if isinstance(inner, list) and len(inner) == 3:
+                return _zoned(*inner)
             return datetime.fromisoformat(inner)
         if tag == "$date":
             return date.fromisoformat(inner)
@@ -207,6 +216,19 @@ def _make_parser(object_hook: Callable[[dict[str, Any]], Any]) -> Callable[[str]
 
 
 _parse = _make_parser(_object_hook)
+
+
+def _zoned(iso: str, key: str | None, fold: int) -> datetime:
+    when = datetime.fromisoformat(iso)
+    if key is None:
+        return when.replace(fold=1 if fold else 0)
+    try:
+        zone = ZoneInfo(key)  # a name in the system's time zone database: never a path or a module
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise _Undecodable(f"unknown time zone {key!r}") from exc
+    # The stored offset fixes the instant, the zone gives back its name; the fold is kept as it was
+    # (for a repeated hour it is the one the offset says, and elsewhere Python keeps it all the same).
+    return when.astimezone(zone).replace(fold=1 if fold else 0)
 
 
 def _hashable(key: Any) -> Any:

@@ -32,6 +32,7 @@ from .errors import (
     NotADatabaseError,
     SchemaTooNewError,
     StorageError,
+    UnsafeFileError,
     from_sqlite,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "BUSY_TIMEOUT",
     "HEAD",
     "Synchronous",
+    "check_private",
     "connect",
     "create_file",
     "ensure_wal",
@@ -148,7 +150,35 @@ def read_revision(conn: sqlite3.Connection, path: object = "the database") -> tu
     return (str(rows[0][0]) if rows else None), populated
 
 
-def prepare(path: Path, *, auto_upgrade: bool = True, busy_timeout: float = BUSY_TIMEOUT) -> None:
+def check_private(path: Path) -> None:
+    """Refuse a database whose file or companions belong to another user, or that others may write.
+
+    Run before a file is used for writing. A companion that is a symbolic link
+    is refused too: SQLite would write the conversation wherever it points.
+    """
+    me = os.geteuid()
+    for file in (path, *(Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        try:
+            info = os.stat(file) if file == path else os.lstat(file)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafeFileError(f"{file} is a symbolic link; remove it (a database's companion files are its own)")
+        if info.st_uid != me:
+            raise UnsafeFileError(
+                f"{file} belongs to another user (uid {info.st_uid}): it could be read or changed behind your back;"
+                " move it aside, or open it with allow_shared_file=True if that is intended"
+            )
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UnsafeFileError(
+                f"{file} can be written by other users (mode {stat.S_IMODE(info.st_mode):04o}): chmod 600 it,"
+                " or open it with allow_shared_file=True if that is intended"
+            )
+
+
+def prepare(
+    path: Path, *, auto_upgrade: bool = True, busy_timeout: float = BUSY_TIMEOUT, allow_shared_file: bool = False
+) -> None:
     """Make ``path`` a sessionstore database at :data:`HEAD` before first use.
 
     Creates it (private) if missing. A file already at head costs one query and
@@ -157,6 +187,8 @@ def prepare(path: Path, *, auto_upgrade: bool = True, busy_timeout: float = BUSY
     refuses it.
     """
     create_file(path)
+    if not allow_shared_file:
+        check_private(path)
     conn = connect(path, busy_timeout=busy_timeout, create=True)
     try:
         revision, _ = read_revision(conn, path)

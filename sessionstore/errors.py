@@ -96,6 +96,14 @@ class DatabaseFullError(StorageError):
     """The disk (or the configured page limit) is full; the write was rolled back whole."""
 
 
+class UnsafeFileError(StorageError):
+    """The file (or its ``-wal``/``-shm``) belongs to another user or others may write it; it was not used.
+
+    Conversations are private: a file someone else planted, or can change,
+    could be read or rewritten behind the agent's back (ssh refuses keys so).
+    """
+
+
 class DatabaseBusyError(StorageError):
     """Another process held the write lock for longer than the busy timeout."""
 

@@ -24,6 +24,7 @@ second event loop inside that thread would only complicate.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import sqlite3
 import stat
@@ -49,6 +50,7 @@ __all__ = [
     "downgrade",
     "head",
     "history",
+    "locked",
     "prepare_database",
     "script_location",
     "upgrade",
@@ -58,7 +60,7 @@ UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
 
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
 # around each run: two threads migrating two files at once would tear them.
-# (Two processes are kept apart by SQLite's lock, see _locked.)
+# (Two processes are kept apart by SQLite's lock, see locked.)
 _ALEMBIC = threading.Lock()
 
 Direction = Literal["upgrade", "downgrade"]
@@ -95,22 +97,22 @@ def _scripts(location: Path | None) -> ScriptDirectory:
 
 
 def _known(scripts: ScriptDirectory, revision: str) -> bool:
+    """Whether ``revision`` is one of the scripts' ids, exactly (``get_revision`` would take a prefix or ``x@head``)."""
     return any(script.revision == revision for script in scripts.walk_revisions())
 
 
-def _order(scripts: ScriptDirectory) -> list[str]:
-    """Revision ids from base to head (the history is linear)."""
-    return [script.revision for script in reversed(list(scripts.walk_revisions()))]
-
-
 def _resolve(scripts: ScriptDirectory, revision: str) -> str | None:
-    """A revision argument (``head``, ``base`` or an id) as an id; ``None`` for base."""
+    """A revision argument, ``head``, ``base`` or an id, as an id; ``None`` for base.
+
+    Not Alembic's relative forms: ``-1`` would count from the scripts' head, not from the file.
+    """
     if revision == "base":
         return None
     if revision == "head":
         return _head_of(scripts)
-    if revision not in _order(scripts):
-        raise SchemaError(f"no schema revision {revision!r}; known: base, {', '.join(_order(scripts))}, head")
+    if not _known(scripts, revision):
+        known = ", ".join(reversed([script.revision for script in scripts.walk_revisions()]))
+        raise SchemaError(f"no schema revision {revision!r}; known: base, {known}, head")
     return revision
 
 
@@ -121,15 +123,27 @@ def _head_of(scripts: ScriptDirectory) -> str:
     return heads[0]
 
 
-def _too_new(path: Path, revision: str) -> SchemaTooNewError:
-    return SchemaTooNewError(
-        f"{path} is at schema revision {revision!r}, which this sessionstore does not know (it was probably "
-        "written by a newer version); it is refused and left untouched. Upgrade sessionstore to open it."
-    )
+def _lineage(scripts: ScriptDirectory, revision: str | None) -> set[str | None]:
+    """``revision`` and every revision it was built on, down to base (``None``)."""
+    return {None, *(script.revision for script in scripts.iterate_revisions(revision, "base"))}
+
+
+def _refuse_unknown(scripts: ScriptDirectory, path: Path, revision: str | None, populated: bool) -> None:
+    """Refuse, untouched, a file these scripts cannot move: written by a newer version, or not a sessionstore one."""
+    if revision is not None and not _known(scripts, revision):
+        raise SchemaTooNewError(
+            f"{path} is at schema revision {revision!r}, which this sessionstore does not know (it was probably "
+            "written by a newer version); it is refused and left untouched. Upgrade sessionstore to open it."
+        )
+    if revision is None and populated:
+        raise SchemaError(
+            f"{path} has tables but no sessionstore schema revision: it is not a sessionstore database "
+            "(or its alembic_version table was emptied); it was left untouched"
+        )
 
 
 @contextlib.contextmanager
-def _locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
+def locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
     """A connection inside ``BEGIN IMMEDIATE``: the migration lock, held until the block ends.
 
     The caller commits; leaving the block any other way rolls back.
@@ -162,33 +176,40 @@ def _locked(path: Path, busy_timeout: float) -> Iterator[Connection]:
 
 
 def _backup(path: Path, revision: str, busy_timeout: float) -> Path:
-    """Copy the database beside itself, consistent (taken under the write lock) and private (0600)."""
+    """Copy the database beside itself, consistent (taken under the write lock) and private (0600).
+
+    Written under a hidden name and renamed once complete and on disk: a backup
+    is a database or it is absent. A copy left by a process killed mid-way is
+    removed here, the next time a backup is taken.
+    """
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.backing-up-*"):
+        stale.unlink(missing_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = path.with_name(f"{path.name}.bak-{revision}-{stamp}")
     target, number = base, 1
-    while True:
-        try:
-            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
-            break
-        except FileExistsError:
-            number += 1
-            target = base.with_name(f"{base.name}-{number}")
+    while target.exists():
+        number += 1
+        target = base.with_name(f"{base.name}-{number}")
+    partial = path.with_name(f".{path.name}.backing-up-{os.getpid()}")
     try:
+        os.close(os.open(partial, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
         # Read through a second connection: SQLite's backup API cannot read from
         # the connection that holds the write transaction. Nothing has been
         # written yet, so what it reads is what was committed.
-        with contextlib.closing(sqlite3.connect(path, timeout=busy_timeout)) as source:
-            with contextlib.closing(sqlite3.connect(target)) as copy:
+        with contextlib.closing(connect(path, busy_timeout=busy_timeout, write=False)) as source:
+            with contextlib.closing(connect(partial, busy_timeout=busy_timeout, create=True)) as copy:
                 source.backup(copy)
-        with open(target, "rb") as handle:
+        with open(partial, "rb") as handle:
             os.fsync(handle.fileno())
+        os.link(partial, target)  # never over an existing file
+        partial.unlink()
         directory = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
         finally:
             os.close(directory)
     except (sqlite3.Error, OSError) as exc:
-        target.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         raise from_sqlite(exc, target) from exc
     return target
 
@@ -201,20 +222,13 @@ def _migrate(
     from alembic.config import Config
 
     target = _resolve(scripts, revision)
-    order = [None, *_order(scripts)]
     try:
-        with _locked(path, busy_timeout) as conn:
+        with locked(path, busy_timeout) as conn:
             found, populated = read_revision(cast(sqlite3.Connection, conn.connection.driver_connection), path)
-            if found is not None and found not in order:
-                raise _too_new(path, found)
-            if found is None and populated:
-                raise SchemaError(
-                    f"{path} has tables but no sessionstore schema revision: not a sessionstore database; "
-                    "it was left untouched"
-                )
+            _refuse_unknown(scripts, path, found, populated)
             if found == target:
                 return None  # already there (perhaps another process just migrated it)
-            ahead = order.index(found) > order.index(target)
+            ahead = target in _lineage(scripts, found)  # the file is past the target
             if ahead != (direction == "downgrade"):
                 hint = "downgrade" if ahead else "upgrade"
                 raise SchemaError(f"{path} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
@@ -268,13 +282,7 @@ def prepare_database(
         revision, populated = read_revision(conn, path)
     directory = _scripts(scripts)
     head_revision = _head_of(directory)
-    if revision is not None and not _known(directory, revision):
-        raise _too_new(path, revision)
-    if revision is None and populated:
-        raise SchemaError(
-            f"{path} has tables but no sessionstore schema revision: it is not a sessionstore database "
-            "(or its alembic_version table was emptied); it was left untouched"
-        )
+    _refuse_unknown(directory, path, revision, populated)
     if revision is not None and revision != head_revision and not auto_upgrade:
         raise SchemaOutOfDateError(
             f"{path} is at schema revision {revision}, older than this sessionstore's {head_revision}, and "

@@ -13,11 +13,11 @@
 Timestamps are UTC, stored as ``YYYY-MM-DD HH:MM:SS.ffffff`` text: readable and
 sortable in ``sqlite3`` as they are.
 
-Two triggers keep ``sessions.revision`` counting every change to a session's
+Triggers keep ``sessions.revision`` counting every change to a session's
 events, including edits made by hand in ``sqlite3``; a storage uses it to know
 whether what it last read is still what is on disk. Triggers, views and virtual
-tables are not part of SQLAlchemy's metadata, so their SQL lives here and both
-``create_all`` and the migrations use it.
+tables are not part of SQLAlchemy's metadata: the revisions that make them
+define them (``migrations/sqlobjects.py``).
 """
 
 from __future__ import annotations
@@ -129,19 +129,3 @@ class Event(Base):
 
     # The unique index doubles as the index get_history reads through.
     __table_args__ = (UniqueConstraint("session", "position"),)
-
-
-TRIGGERS: dict[str, str] = {
-    "events_revision_insert": (
-        "CREATE TRIGGER events_revision_insert AFTER INSERT ON events BEGIN "
-        "UPDATE sessions SET revision = revision + 1 WHERE id = NEW.session; END"
-    ),
-    "events_revision_update": (
-        "CREATE TRIGGER events_revision_update AFTER UPDATE ON events BEGIN "
-        "UPDATE sessions SET revision = revision + 1 WHERE id IN (OLD.session, NEW.session); END"
-    ),
-    "events_revision_delete": (
-        "CREATE TRIGGER events_revision_delete AFTER DELETE ON events BEGIN "
-        "UPDATE sessions SET revision = revision + 1 WHERE id = OLD.session; END"
-    ),
-}

@@ -402,7 +402,8 @@ def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> 
                 " run `sessionstore db upgrade`"
             )
         try:
-            rows = conn.execute(queries.SEARCH, {"query": query, "limit": limit}).fetchall()
+            # A limit past what SQLite's integers hold means "all of them".
+            rows = conn.execute(queries.SEARCH, {"query": query, "limit": min(limit, 2**63 - 1)}).fetchall()
         except sqlite3.OperationalError as exc:
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 raise UsageError(f"not a valid full-text query: {text!r} ({exc})") from None

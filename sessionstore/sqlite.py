@@ -21,7 +21,6 @@ How it keeps conversations safe:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import queue
 import sqlite3
@@ -38,9 +37,18 @@ from uuid import UUID
 from . import queries, records
 from .codec import Codec, JsonCodec
 from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare
-from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
+from .errors import InvalidSessionIdError, StorageError, from_sqlite
 from .lane import Work, WriteLane
-from .storage import ContextLike, SessionPage, SessionRecord, StreamId, check_limit, utc_text
+from .storage import (
+    ContextLike,
+    SessionPage,
+    SessionRecord,
+    StreamId,
+    check_limit,
+    record_row,
+    storable_text,
+    utc_text,
+)
 
 __all__ = ["SQLiteStorage"]
 
@@ -73,35 +81,6 @@ def _hex_id(stream_id: object) -> str:
     raise InvalidSessionIdError(f"a stream id must be a uuid.UUID, got {type(stream_id).__name__}: {stream_id!r}")
 
 
-def _record_hex(record: SessionRecord) -> str:
-    try:
-        return _hex_id(record.stream_id)
-    except ValueError:
-        raise InvalidSessionIdError(f"a session id must be 32 hex digits, got {record.session_id!r}") from None
-
-
-def _json(value: object, what: str) -> str:
-    # allow_nan=False: bare NaN is not JSON, and SQLite's JSON functions reject it.
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise EventEncodeError(f"cannot store the session's {what}: {exc}") from exc
-    return _text(text, what)
-
-
-def _text(value: str, what: str) -> str:
-    """``value`` if SQLite can store it as UTF-8 text; refused up front otherwise, before any write."""
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise EventEncodeError(
-                f"cannot store the session's {what}: it holds a lone surrogate {value[exc.start]!r}, which UTF-8"
-                " cannot encode (typical of a path os.fsdecode made from non-UTF-8 bytes); pass valid Unicode text"
-            ) from None
-    return value
-
-
 def _described(codec: Codec, event: Any) -> dict[str, str | None]:
     """The event's role, text and text_path columns, from the codec's description.
 
@@ -131,6 +110,9 @@ class SQLiteStorage:
     long (seconds) a write waits for another process's write lock.
     ``max_pages`` caps the file's size in pages (SQLite's ``max_page_count``):
     a write past it fails whole with :class:`~sessionstore.DatabaseFullError`.
+    A file (or ``-wal``/``-shm``) owned by another user or writable by others
+    is refused with :class:`~sessionstore.UnsafeFileError` unless
+    ``allow_shared_file``.
     """
 
     def __init__(
@@ -143,6 +125,7 @@ class SQLiteStorage:
         auto_upgrade: bool = True,
         read_pool_size: int = 4,
         max_pages: int | None = None,
+        allow_shared_file: bool = False,
     ) -> None:
         if synchronous not in SYNCHRONOUS:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
@@ -158,6 +141,7 @@ class SQLiteStorage:
         self.codec: Codec = codec if codec is not None else JsonCodec()
         self.auto_upgrade = auto_upgrade
         self.max_pages = max_pages
+        self.allow_shared_file = allow_shared_file
         self._read_pool_size = read_pool_size
         self._lane: WriteLane | None = None
         self._readers: ThreadPoolExecutor | None = None
@@ -211,7 +195,12 @@ class SQLiteStorage:
             return self._lane
 
     def _prepare(self) -> None:
-        prepare(self.path, auto_upgrade=self.auto_upgrade, busy_timeout=self.busy_timeout)
+        prepare(
+            self.path,
+            auto_upgrade=self.auto_upgrade,
+            busy_timeout=self.busy_timeout,
+            allow_shared_file=self.allow_shared_file,
+        )
         self._idle_readers.put(self._reader())
 
     def _connection(self) -> sqlite3.Connection:
@@ -445,17 +434,7 @@ class SQLiteStorage:
     # -- SessionCatalog -----------------------------------------------------------------------
 
     async def save_session(self, record: SessionRecord) -> None:
-        params = {
-            "sid": _record_hex(record),
-            "cwd": _text(record.cwd, "cwd"),
-            "additional_directories": _json(list(record.additional_directories), "additional_directories"),
-            "mcp_servers": _json(list(record.mcp_servers), "mcp_servers"),
-            "meta": _json(dict(record.meta), "meta"),
-            "title": None if record.title is None else _text(record.title, "title"),
-            "created_at": utc_text(record.created_at),
-            "updated_at": utc_text(record.updated_at),
-            "released": int(record.released),
-        }
+        params = record_row(record)
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
             conn.execute(queries.UPSERT_SESSION, params).fetchall()
@@ -480,7 +459,7 @@ class SQLiteStorage:
         await self._submit(work)
 
     async def set_title(self, stream_id: StreamId, title: str | None) -> None:
-        params = {"sid": _hex_id(stream_id), "title": None if title is None else _text(title, "title")}
+        params = {"sid": _hex_id(stream_id), "title": None if title is None else storable_text(title, "title")}
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
             conn.execute(queries.SET_TITLE, params)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
 
+from .errors import EventEncodeError, InvalidSessionIdError
 from .events import BaseEvent, UserMessage
 
 __all__ = [
@@ -177,14 +178,71 @@ def derive_title(text: object, length: int = TITLE_LENGTH) -> str | None:
 
 
 def utc_text(value: datetime) -> str:
-    """How a timestamp is stored: naive UTC text, ``YYYY-MM-DD HH:MM:SS.ffffff``, readable and sortable as it is."""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    """How a timestamp is stored: naive UTC text, ``YYYY-MM-DD HH:MM:SS.ffffff``, readable and sortable as it is.
+
+    The one rule for a session's times, everywhere: they are instants, so a
+    naive datetime (which could mean any of 24 hours) is refused, not guessed.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise EventEncodeError(f"a session's timestamp must be timezone-aware (datetime.now(UTC)), got {value!r}")
+    try:
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    except OverflowError:
+        raise EventEncodeError(f"{value!r} is out of range once converted to UTC") from None
 
 
 def stamp(text: object) -> datetime:
     """A stored timestamp (naive UTC text, or ISO 8601 with an offset) as an aware UTC datetime."""
     when = datetime.fromisoformat(str(text))
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def storable_text(value: str, what: str) -> str:
+    """``value`` if SQLite can store it as UTF-8 text; refused up front otherwise, before any write."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise EventEncodeError(
+                f"cannot store the session's {what}: it holds a lone surrogate {value[exc.start]!r}, which UTF-8"
+                " cannot encode (typical of a path os.fsdecode made from non-UTF-8 bytes); pass valid Unicode text"
+            ) from None
+    return value
+
+
+def _json(value: object, what: str) -> str:
+    # allow_nan=False: bare NaN is not JSON, and SQLite's JSON functions reject it.
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise EventEncodeError(f"cannot store the session's {what}: {exc}") from exc
+    return storable_text(text, what)
+
+
+def record_row(record: SessionRecord) -> dict[str, object]:
+    """A record as the ``sessions`` row the storage writes (:data:`queries.UPSERT_SESSION`'s parameters).
+
+    The one rule for what a session row may hold, for the storage, the memory
+    storage and import alike: a 32-hex id, UTF-8 text, plain JSON (no NaN),
+    aware timestamps. :class:`EventEncodeError` (or :class:`InvalidSessionIdError`)
+    before anything is written otherwise.
+    """
+    sid = record.session_id
+    if not isinstance(sid, str) or len(sid) != 32 or sid.strip("0123456789abcdef"):
+        raise InvalidSessionIdError(f"a session id must be 32 lowercase hex digits, got {sid!r}")
+    if not isinstance(record.cwd, str) or (record.title is not None and not isinstance(record.title, str)):
+        raise EventEncodeError("a session's cwd and title must be text")
+    return {
+        "sid": sid,
+        "cwd": storable_text(record.cwd, "cwd"),
+        "additional_directories": _json(list(record.additional_directories), "additional_directories"),
+        "mcp_servers": _json(list(record.mcp_servers), "mcp_servers"),
+        "meta": _json(dict(record.meta), "meta"),
+        "title": None if record.title is None else storable_text(record.title, "title"),
+        "created_at": utc_text(record.created_at),
+        "updated_at": utc_text(record.updated_at),
+        "released": int(record.released),
+    }
 
 
 def check_limit(limit: int | None) -> int | None:
@@ -229,6 +287,7 @@ class MemoryStorage:
             self._records[stream_id] = replace(record, updated_at=now)
 
     async def save_session(self, record: SessionRecord) -> None:
+        record_row(record)  # the same rule as every storage: refused here what a file would refuse
         self._records[record.stream_id] = record
 
     async def load_session(self, stream_id: StreamId) -> SessionRecord | None:

@@ -24,6 +24,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
@@ -31,8 +32,8 @@ from . import queries, records
 from .admin import writing
 from .codec import ROLES, legacy_description
 from .database import prepare
-from .errors import ImportConflictError, ImportFileError, UsageError
-from .storage import stamp, utc_text
+from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
+from .storage import SessionRecord, record_row, storable_text, utc_text
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportSummary", "Progress", "export_sessions", "import_sessions"]
 
@@ -203,22 +204,36 @@ _SESSION_DEFAULTS: tuple[tuple[str, type, Any], ...] = (
 _EVENT_FIELDS = {"kind", "session_id", "position", "type", "payload", "created_at", "role", "text", "text_path"}
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# Positions are counted from 0 by whoever wrote the file; far beyond any history, they would stop appends.
+_MAX_POSITION = 2**31 - 1
+# A line is read at most this long (64 Mi characters: an event of tens of megabytes): memory stays bounded.
+MAX_LINE = 64 * 1024 * 1024
 
 
 class _BadLine(Exception):
-    pass
+    """A flaw in the line being read (or, with ``line``, in that line)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def _when(obj: dict[str, Any], key: str) -> datetime:
+    value = obj.get(key)
+    try:
+        when = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None or when.utcoffset() is None:
+        raise _BadLine(f"{key} must be an ISO 8601 timestamp with its UTC offset, got {value!r}")
+    return when
 
 
 def _stamp(obj: dict[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if isinstance(value, str):
-        try:
-            return utc_text(stamp(value))
-        except ValueError:
-            pass
-    raise _BadLine(f"{key} must be an ISO 8601 timestamp, got {value!r}")
+    try:
+        return utc_text(_when(obj, key))
+    except EventEncodeError as exc:
+        raise _BadLine(f"{key}: {exc}") from None
 
 
 def _session_line(obj: dict[str, Any], seen: set[str]) -> tuple[Any, ...]:
@@ -239,17 +254,18 @@ def _session_line(obj: dict[str, Any], seen: set[str]) -> tuple[Any, ...]:
     title = obj.get("title")
     if title is not None and not isinstance(title, str):
         raise _BadLine(f"title must be a string or null, got {title!r}")
-    return (
-        sid,
-        values["cwd"],
-        _compact(values["additional_directories"]),
-        _compact(values["mcp_servers"]),
-        _compact(values["meta"]),
-        title,
-        _stamp(obj, "created_at"),
-        _stamp(obj, "updated_at"),
-        int(values["released"]),
+    record = SessionRecord(
+        session_id=sid,
+        title=title,
+        created_at=_when(obj, "created_at"),
+        updated_at=_when(obj, "updated_at"),
+        **values,
     )
+    try:
+        row = record_row(record)  # exactly what the storage would write, or refused as it would refuse it
+    except StorageError as exc:
+        raise _BadLine(str(exc)) from None
+    return tuple(row[column] for column in _SESSION_COLUMNS)
 
 
 def _event_line(
@@ -262,16 +278,19 @@ def _event_line(
         raise _BadLine("an event must follow the line of its session")
     after = session.events[-1][0] if session.events else -1
     position, type_name, payload = obj.get("position"), obj.get("type"), obj.get("payload")
-    if not isinstance(position, int) or isinstance(position, bool) or position <= after:
-        raise _BadLine(f"position must be an integer above {after}, got {position!r}")
+    if not isinstance(position, int) or isinstance(position, bool) or not after < position <= _MAX_POSITION:
+        raise _BadLine(f"position must be an integer above {after} and below 2**31, got {position!r}")
     if not isinstance(type_name, str) or not type_name:
         raise _BadLine(f"type must be a non-empty string, got {type_name!r}")
     if not isinstance(payload, str):
         raise _BadLine("payload must be the event's JSON text, as a string")
-    try:
-        json.loads(payload)
-    except ValueError:
-        raise _BadLine("payload is not valid JSON text") from None
+    _loads(payload, "payload")
+    for key, value in (("type", type_name), ("payload", payload), ("text", obj.get("text"))):
+        if isinstance(value, str):
+            try:
+                storable_text(value, key)
+            except StorageError as exc:
+                raise _BadLine(str(exc).replace("the session's", "the event's")) from None
     if version == 1:
         role, text, path = legacy_description(type_name, payload)
         text = None if path is not None else text  # stored once, in the payload
@@ -284,6 +303,36 @@ def _event_line(
         if path is not None and (not isinstance(path, str) or not path.startswith("$") or text is not None):
             raise _BadLine(f"text_path must be a JSON path ($...) given instead of text, or null, got {path!r}")
     return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str, what: str) -> Any:
+    """JSON as SQLite's JSON functions read it: no NaN or Infinity, nesting within reason."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise _BadLine(f"the {what} nests too deeply") from None
+    except ValueError as exc:
+        reason = f" ({exc})" if "is not JSON" in str(exc) else ""
+        raise _BadLine(
+            f"the {what} is not valid JSON{reason}" if what != "line" else f"not a JSON object{reason}"
+        ) from None
+
+
+def _lines(handle: IO[str]) -> Iterator[tuple[int, str]]:
+    """The file's numbered lines, each read at most :data:`MAX_LINE` long: a huge line fails, not the machine."""
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE:
+            raise _BadLine(f"the line is longer than {MAX_LINE:,} characters", number)
+        yield number, line
 
 
 def _read_export(path: Path) -> Iterator[_ImportSession]:
@@ -302,13 +351,10 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
     number = 0
     with handle:
         try:
-            for number, text in enumerate(handle, 1):
+            for number, text in _lines(handle):
                 if not text.strip():
                     continue
-                try:
-                    obj = json.loads(text)
-                except ValueError:
-                    raise _BadLine("not a JSON object") from None
+                obj = _loads(text, "line")
                 if not isinstance(obj, dict):
                     raise _BadLine("not a JSON object")
                 if not version:
@@ -335,7 +381,7 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
         except UnicodeDecodeError:
             raise ImportFileError(f"{path} is not UTF-8 text; nothing was imported") from None
         except _BadLine as exc:
-            raise ImportFileError(f"{path} line {number}: {exc}; nothing was imported") from None
+            raise ImportFileError(f"{path} line {exc.line or number}: {exc}; nothing was imported") from None
     if not version:
         raise ImportFileError(f"{path} is empty, not a sessionstore export; nothing was imported")
     if current is not None:

@@ -16,26 +16,29 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from sessionstore.migrations.sqlobjects import Group, Trigger
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TRIGGERS = {
-    "events_revision_insert": (
-        "CREATE TRIGGER events_revision_insert AFTER INSERT ON events BEGIN "
-        "UPDATE sessions SET revision = revision + 1 WHERE id = NEW.session; END"
+# Count every change to a session's events, hand edits in sqlite3 included.
+COUNTING = Group(
+    Trigger(
+        "events_revision_insert",
+        "AFTER INSERT ON events BEGIN UPDATE sessions SET revision = revision + 1 WHERE id = NEW.session; END",
     ),
-    "events_revision_update": (
-        "CREATE TRIGGER events_revision_update AFTER UPDATE ON events BEGIN "
-        "UPDATE sessions SET revision = revision + 1 WHERE id IN (OLD.session, NEW.session); END"
+    Trigger(
+        "events_revision_update",
+        "AFTER UPDATE ON events BEGIN "
+        "UPDATE sessions SET revision = revision + 1 WHERE id IN (OLD.session, NEW.session); END",
     ),
-    "events_revision_delete": (
-        "CREATE TRIGGER events_revision_delete AFTER DELETE ON events BEGIN "
-        "UPDATE sessions SET revision = revision + 1 WHERE id = OLD.session; END"
+    Trigger(
+        "events_revision_delete",
+        "AFTER DELETE ON events BEGIN UPDATE sessions SET revision = revision + 1 WHERE id = OLD.session; END",
     ),
-}
+)
 
 
 def upgrade() -> None:
@@ -76,13 +79,11 @@ def upgrade() -> None:
             ["session"], ["sessions.id"], name=op.f("fk_events_session_sessions"), ondelete="CASCADE"
         ),
     )
-    for ddl in TRIGGERS.values():
-        op.execute(ddl)
+    op.create_object(COUNTING)
 
 
 def downgrade() -> None:
-    for name in reversed(TRIGGERS):
-        op.execute(f"DROP TRIGGER IF EXISTS {name}")
+    op.drop_object(COUNTING)
     op.drop_table("events")
     op.drop_index(op.f("ix_sessions_cwd_updated_at"), table_name="sessions")
     op.drop_index(op.f("ix_sessions_updated_at_session_id"), table_name="sessions")

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from alembic import op
+from sessionstore.migrations.sqlobjects import FullTextIndex, Group, Trigger, View, VirtualTable
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
@@ -59,8 +60,9 @@ def _event_text(row: str) -> str:
     )
 
 
-TRANSCRIPT = f"""CREATE VIEW transcript AS
-SELECT
+TRANSCRIPT = View(
+    "transcript",
+    f"""SELECT
     s.session_id AS session_id,
     e.position AS position,
     e.type AS type,
@@ -74,10 +76,12 @@ SELECT
     {_event_text("e")} AS text,
     e.created_at AS created_at,
     e.id AS event_id
-FROM events AS e JOIN sessions AS s ON s.id = e.session"""
+FROM events AS e JOIN sessions AS s ON s.id = e.session""",
+)
 
-SESSION_OVERVIEW = f"""CREATE VIEW session_overview AS
-SELECT
+SESSION_OVERVIEW = View(
+    "session_overview",
+    f"""SELECT
     o.session_id AS session_id,
     COALESCE(o.title, CASE WHEN length(o.prompt) > 80 THEN substr(o.prompt, 1, 79) || '…' ELSE o.prompt END) AS title,
     o.cwd AS cwd,
@@ -90,44 +94,44 @@ FROM (
     FROM sessions AS s LEFT JOIN events AS u ON u.session = s.id AND u.position = (
         SELECT min(f.position) FROM events AS f WHERE f.session = s.id AND f.type = 'user_message'
     )
-) AS o"""
-
-EVENTS_FTS = (
-    "CREATE VIRTUAL TABLE events_fts USING fts5("
-    "text, content='transcript', content_rowid='event_id', detail='none', columnsize=0,"
-    " tokenize=\"unicode61 remove_diacritics 2 tokenchars '_'\")"
+) AS o""",
 )
 
-TRIGGERS = {
-    "events_fts_insert": (
-        "CREATE TRIGGER events_fts_insert AFTER INSERT ON events BEGIN"
-        f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_event_text('NEW')}); END"
+EVENTS_FTS = VirtualTable(
+    "events_fts",
+    "fts5(text, content='transcript', content_rowid='event_id', detail='none', columnsize=0,"
+    " tokenize=\"unicode61 remove_diacritics 2 tokenchars '_'\")",
+)
+
+SEARCH = FullTextIndex(
+    EVENTS_FTS,
+    triggers=(
+        Trigger(
+            "events_fts_insert",
+            "AFTER INSERT ON events BEGIN"
+            f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_event_text('NEW')}); END",
+        ),
+        Trigger(
+            "events_fts_delete",
+            "AFTER DELETE ON events BEGIN"
+            f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_event_text('OLD')}); END",
+        ),
+        Trigger(
+            "events_fts_update",
+            "AFTER UPDATE ON events BEGIN"
+            f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_event_text('OLD')});"
+            f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_event_text('NEW')}); END",
+        ),
     ),
-    "events_fts_delete": (
-        "CREATE TRIGGER events_fts_delete AFTER DELETE ON events BEGIN"
-        f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_event_text('OLD')}); END"
-    ),
-    "events_fts_update": (
-        "CREATE TRIGGER events_fts_update AFTER UPDATE ON events BEGIN"
-        f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_event_text('OLD')});"
-        f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_event_text('NEW')}); END"
-    ),
-}
+)
+
+# The views first: the index reads its text through the transcript.
+INSPECTION = Group(TRANSCRIPT, SESSION_OVERVIEW, SEARCH)
 
 
 def upgrade() -> None:
-    op.execute(TRANSCRIPT)
-    op.execute(SESSION_OVERVIEW)
-    op.execute(EVENTS_FTS)
-    for ddl in TRIGGERS.values():
-        op.execute(ddl)
-    # Index the rows already there, reading them through the content view.
-    op.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+    op.create_object(INSPECTION)  # and indexes the rows already there
 
 
 def downgrade() -> None:
-    for name in reversed(TRIGGERS):
-        op.execute(f"DROP TRIGGER IF EXISTS {name}")
-    op.execute("DROP TABLE IF EXISTS events_fts")  # drops its shadow tables too
-    op.execute("DROP VIEW IF EXISTS session_overview")
-    op.execute("DROP VIEW IF EXISTS transcript")
+    op.drop_object(INSPECTION)

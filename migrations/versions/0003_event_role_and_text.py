@@ -19,18 +19,19 @@ it writes a row and stores the answer in two columns:
 
 ``transcript`` is now the rows that have a role; ``session_overview`` titles a
 session by its first ``user`` row, says whether the title was set
-(``title_set``) and carries every column of ``sessions`` a listing needs; ``events_fts`` indexes ``events.text``
-directly (external content over ``events``), so its triggers copy a column
-instead of parsing JSON on every commit. Rows already in the file are filled
+(``title_set``) and carries every column of ``sessions`` a listing needs;
+``events_fts`` (0002's table, external content over ``transcript``) gets
+triggers that read those columns instead of parsing JSON on every commit.
+Rows already in the file are filled
 by 0002's expressions, which describe exactly the events that existed then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import ModuleType
 
-from alembic import context, op
+from alembic import op
+from sessionstore.migrations.sqlobjects import FullTextIndex, Group, Trigger, View
 
 revision: str = "0003"
 down_revision: str | Sequence[str] | None = "0002"
@@ -76,8 +77,9 @@ def _text_of(row: str) -> str:
     )
 
 
-TRANSCRIPT = f"""CREATE VIEW transcript AS
-SELECT
+TRANSCRIPT = View(
+    "transcript",
+    f"""SELECT
     s.session_id AS session_id,
     e.position AS position,
     e.type AS type,
@@ -86,7 +88,8 @@ SELECT
     e.created_at AS created_at,
     e.id AS event_id
 FROM events AS e JOIN sessions AS s ON s.id = e.session
-WHERE e.role IS NOT NULL"""
+WHERE e.role IS NOT NULL""",
+)
 
 # The title rule, here and in storage.derive_title: the title set, else the
 # first user message with line breaks and tabs as spaces, trimmed, cut to 80
@@ -98,8 +101,9 @@ _PROMPT = (
     " FROM events AS u WHERE u.session = s.id AND u.role = 'user' ORDER BY u.position LIMIT 1)"
 )
 
-SESSION_OVERVIEW = f"""CREATE VIEW session_overview AS
-SELECT
+SESSION_OVERVIEW = View(
+    "session_overview",
+    f"""SELECT
     s.session_id AS session_id,
     COALESCE(s.title, (
         SELECT CASE WHEN length(p.prompt) > 80 THEN substr(p.prompt, 1, 79) || '…' ELSE p.prompt END
@@ -114,63 +118,52 @@ SELECT
     s.additional_directories AS additional_directories,
     s.mcp_servers AS mcp_servers,
     s.meta AS meta
-FROM sessions AS s"""
-
-# External content over the transcript: snippet() reads the text from there,
-# so no text is stored twice. Only rows with a role are in the transcript, so
-# only they are indexed; the delete triggers recompute the old text from the
-# old row, which is what the index needs to forget it.
-EVENTS_FTS = (
-    "CREATE VIRTUAL TABLE events_fts USING fts5("
-    "text, content='transcript', content_rowid='event_id', detail='none', columnsize=0,"
-    " tokenize=\"unicode61 remove_diacritics 2 tokenchars '_'\")"
+FROM sessions AS s""",
 )
 
-TRIGGERS = {
-    "events_fts_insert": (
-        "CREATE TRIGGER events_fts_insert AFTER INSERT ON events WHEN NEW.role IS NOT NULL BEGIN"
-        f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_text_of('NEW')}); END"
+# 0002's table, external content over the transcript: snippet() reads the text
+# from there, so no text is stored twice. Only rows with a role are in the
+# transcript, so only they are indexed; the delete triggers recompute the old
+# text from the old row, which is what the index needs to forget it.
+SEARCH = FullTextIndex(
+    "0002.EVENTS_FTS",
+    triggers=(
+        Trigger(
+            "events_fts_insert",
+            "AFTER INSERT ON events WHEN NEW.role IS NOT NULL BEGIN"
+            f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_text_of('NEW')}); END",
+        ),
+        Trigger(
+            "events_fts_delete",
+            "AFTER DELETE ON events WHEN OLD.role IS NOT NULL BEGIN"
+            f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_text_of('OLD')}); END",
+        ),
+        Trigger(
+            "events_fts_update_old",
+            "AFTER UPDATE ON events WHEN OLD.role IS NOT NULL BEGIN"
+            f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_text_of('OLD')}); END",
+        ),
+        Trigger(
+            "events_fts_update_new",
+            "AFTER UPDATE ON events WHEN NEW.role IS NOT NULL BEGIN"
+            f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_text_of('NEW')}); END",
+        ),
     ),
-    "events_fts_delete": (
-        "CREATE TRIGGER events_fts_delete AFTER DELETE ON events WHEN OLD.role IS NOT NULL BEGIN"
-        f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_text_of('OLD')}); END"
-    ),
-    "events_fts_update_old": (
-        "CREATE TRIGGER events_fts_update_old AFTER UPDATE ON events WHEN OLD.role IS NOT NULL BEGIN"
-        f" INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', OLD.id, {_text_of('OLD')}); END"
-    ),
-    "events_fts_update_new": (
-        "CREATE TRIGGER events_fts_update_new AFTER UPDATE ON events WHEN NEW.role IS NOT NULL BEGIN"
-        f" INSERT INTO events_fts (rowid, text) VALUES (NEW.id, {_text_of('NEW')}); END"
-    ),
-}
+)
 
-
-def _revision_0002() -> ModuleType:
-    # 0002's SQL, as released: its text expression fills the new columns, and a
-    # downgrade puts its objects back exactly.
-    module: ModuleType = context.script.get_revision("0002").module
-    return module
-
-
-def _drop(triggers: Sequence[str]) -> None:
-    for name in reversed(triggers):
-        op.execute(f"DROP TRIGGER IF EXISTS {name}")
-    op.execute("DROP TABLE IF EXISTS events_fts")
-    op.execute("DROP VIEW IF EXISTS session_overview")
-    op.execute("DROP VIEW IF EXISTS transcript")
+INSPECTION = Group(TRANSCRIPT, SESSION_OVERVIEW, SEARCH)
 
 
 def upgrade() -> None:
-    old = _revision_0002()
-    _drop(list(old.TRIGGERS))
+    # 0002's triggers would index every row the fill below touches: its objects go
+    # first, and 0003's are made once the rows are filled (the index built once).
+    op.drop_object("0002.INSPECTION")
     # Plain ALTER TABLE: a batch rebuild would drop the table's revision triggers with it.
     op.execute("ALTER TABLE events ADD COLUMN role TEXT")
     op.execute("ALTER TABLE events ADD COLUMN text TEXT")
     op.execute("ALTER TABLE events ADD COLUMN text_path TEXT")
     # Filling the new columns changes no event, so it must not count as a change
     # of every session (sessions.revision): the update trigger is off meanwhile.
-    # (The index's triggers are made after the fill, and the index rebuilt once.)
     bind = op.get_bind()
     counting = bind.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'events_revision_update'").scalar()
     op.execute("DROP TRIGGER IF EXISTS events_revision_update")
@@ -179,18 +172,12 @@ def upgrade() -> None:
     op.execute(f"UPDATE events SET text = {TEXT}")
     if counting is not None:
         op.execute(counting)
-    op.execute(TRANSCRIPT)
-    op.execute(SESSION_OVERVIEW)
-    op.execute(EVENTS_FTS)
-    for ddl in TRIGGERS.values():
-        op.execute(ddl)
-    op.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+    op.create_object(INSPECTION)  # and indexes the filled rows, once
 
 
 def downgrade() -> None:
-    old = _revision_0002()
-    _drop(list(TRIGGERS))
+    op.drop_object(INSPECTION)
     op.execute("ALTER TABLE events DROP COLUMN text_path")
     op.execute("ALTER TABLE events DROP COLUMN text")
     op.execute("ALTER TABLE events DROP COLUMN role")
-    old.upgrade()
+    op.create_object("0002.INSPECTION")

@@ -304,6 +304,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.ImportFileError,
                 errors.ImportConflictError,
                 errors.UsageError,
+                errors.UnsafeFileError,
             )
         },
     }

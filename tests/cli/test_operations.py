@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from uuid import UUID
@@ -62,6 +63,10 @@ def _export_lines(tmp_path: Path) -> list[str]:
     return out.read_text().splitlines()
 
 
+# A time that exists with its offset but not in UTC (before year 1 once converted).
+YEAR_ONE = '"created_at":"0001-01-01T00:00:00+05:00"'
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -69,10 +74,23 @@ def _export_lines(tmp_path: Path) -> list[str]:
         (lambda lines: lines[1:], "line 1: not a sessionstore export"),
         (lambda lines: ['{"format": "sessionstore-export", "version": 3}', *lines[1:]], "format version 3"),
         (lambda lines: [*lines, lines[1]], "appears twice"),
-        (lambda lines: [lines[0], lines[1], lines[3], lines[2]], "line 4: position must be an integer above 1, got 0"),
+        (lambda lines: [lines[0], lines[1], lines[3], lines[2]], "line 4: position must be an integer above 1 and "),
+        # Values the storage itself would refuse are refused here too, each naming its line.
+        (lambda lines: [lines[0], lines[1].replace('"meta":{}', '"meta":{"x":NaN}')], "line 2: .*NaN is not JSON"),
+        (lambda lines: [lines[0], lines[1].replace('"cwd":"/work"', '"cwd":"/w\\ud800"')], "line 2: .*lone surrogate"),
+        (lambda lines: [*lines[:2], lines[2].replace('"position":0', f'"position":{2**63 - 1}')], "below 2\\*\\*31"),
+        (lambda lines: [lines[0], lines[1].replace("+00:00", "", 1)], "line 2: created_at must be .* UTC offset"),
+        (lambda lines: [lines[0], re.sub('"created_at":"[^"]*"', YEAR_ONE, lines[1])], "line 2: .* out of range"),
+        (
+            lambda lines: [lines[0], '{"kind": "session", "meta": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+            "line 2: the line nests too deeply",
+        ),
         (lambda lines: [lines[0], lines[2]], "line 2: an event must follow the line of its session"),
         (lambda lines: [*lines[:2], lines[2].replace('"kind":"event"', '"kind":"evnt"')], "kind must be"),
-        (lambda lines: [*lines[:2], lines[2].replace('"payload":"{', '"payload":"x{')], "not valid JSON text"),
+        (
+            lambda lines: [*lines[:2], lines[2].replace('"payload":"{', '"payload":"x{')],
+            "the payload is not valid JSON",
+        ),
         (lambda lines: [*lines[:2], lines[2].replace('"position"', '"extra":1,"position"')], "unknown event fields"),
         (lambda lines: [lines[0], lines[1].replace('"released":true', '"released":"yes"')], "released must be a bool"),
         (lambda lines: [lines[0], lines[1].replace('"created_at":"', '"created_at":"x')], "ISO 8601"),
@@ -90,6 +108,16 @@ def test_a_bad_export_is_refused_with_the_line_and_reason(tmp_path: Path, edit: 
         transfer.import_sessions(target, bad)
     assert "nothing was imported" in str(caught.value)
     assert fingerprint(target) == before
+
+
+def test_a_line_too_long_is_refused_before_it_is_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _export_lines(tmp_path)
+    monkeypatch.setattr(transfer, "MAX_LINE", 1000)  # the real bound is 64 Mi characters; the rule is the same
+    bad = tmp_path / "long.jsonl"
+    bad.write_text("\n".join([*lines, lines[2].replace('"created_at"', '"pad":"' + "x" * 2000 + '","created_at"')]))
+    with pytest.raises(ImportFileError, match="line 5: the line is longer than 1,000 characters"):
+        transfer.import_sessions(tmp_path / "dst.db", bad)
+    assert not (tmp_path / "dst.db").exists()
 
 
 def test_export_keeps_every_record_field(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,3 +28,17 @@ def built(tmp_path: Path) -> Callable[[str], Path]:
         return path
 
     return build
+
+
+@pytest.fixture
+def scripts_with(tmp_path: Path) -> Callable[..., Path]:
+    """``scripts_with(name=source, ...)``: a copy of the migration scripts with more revision files."""
+
+    def make(**revisions: str) -> Path:
+        scripts = tmp_path / "scripts"
+        shutil.copytree(migrate.script_location(), scripts, ignore=shutil.ignore_patterns("__pycache__"))
+        for name, source in revisions.items():
+            (scripts / "versions" / f"{name}.py").write_text(textwrap.dedent(source))
+        return scripts
+
+    return make

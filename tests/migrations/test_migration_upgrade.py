@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from sessionstore.models import EVENT_TEXT
 
 REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]
 Build = Callable[[str], Path]
+ScriptsWith = Callable[..., Path]
 
 
 def rows_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -116,32 +115,28 @@ def test_a_populated_file_goes_down_to_base_and_back_up(built: Build) -> None:
     assert rows_of(path) == {"sessions": [], "events": []}
 
 
-def test_a_failing_revision_leaves_the_file_and_its_backup_intact(built: Build, tmp_path: Path) -> None:
-    scripts = tmp_path / "scripts"
-    shutil.copytree(migrate.script_location(), scripts, ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "versions" / "9000_boom.py").write_text(
-        textwrap.dedent(
-            f'''
-            """a revision that fails halfway, on purpose"""
-            from alembic import op
+def test_a_failing_revision_leaves_the_file_and_its_backup_intact(built: Build, scripts_with: ScriptsWith) -> None:
+    scripts = scripts_with(
+        boom=f'''
+        """a revision that fails halfway, on purpose"""
+        from alembic import op
 
-            revision = "9000"
-            down_revision = "{migrate.HEAD}"
-            branch_labels = None
-            depends_on = None
+        revision = "9000"
+        down_revision = "{migrate.HEAD}"
+        branch_labels = None
+        depends_on = None
 
 
-            def upgrade() -> None:
-                op.execute("CREATE TABLE scratch (x INTEGER)")
-                op.execute("UPDATE events SET payload = '{{}}'")
-                op.execute("DELETE FROM sessions WHERE id = 1")
-                raise RuntimeError("boom")
+        def upgrade() -> None:
+            op.execute("CREATE TABLE scratch (x INTEGER)")
+            op.execute("UPDATE events SET payload = '{{}}'")
+            op.execute("DELETE FROM sessions WHERE id = 1")
+            raise RuntimeError("boom")
 
 
-            def downgrade() -> None:
-                pass
-            '''
-        )
+        def downgrade() -> None:
+            pass
+        '''
     )
     path = built("0001")
     before, original = rows_of(path), sha256(path)

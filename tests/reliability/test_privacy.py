@@ -14,7 +14,7 @@ from uuid import uuid4
 
 import pytest
 
-from sessionstore import EventContext, SQLiteStorage, UserMessage, migrate
+from sessionstore import EventContext, SQLiteStorage, UnsafeFileError, UserMessage, admin, migrate
 
 
 @pytest.fixture
@@ -71,3 +71,51 @@ async def test_backups_taken_before_an_upgrade_are_owner_only(tmp_path: Path) ->
     assert any(f".bak-{first}-" in p.name for p in backups), backups
     for path in backups:
         assert mode(path) == 0o600, f"{path.name} is {oct(mode(path))}"
+
+
+NOBODY = 65534  # another user: root (CI) can hand a file to it
+
+
+def _planted(folder: Path, *, owner: int | None = None, mode_bits: int = 0o600) -> Path:
+    """An empty database (and companions) someone else left in a shared folder."""
+    db = folder / "agent.db"
+    migrate.prepare_database(db)
+    for file in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        file.touch()
+        os.chmod(file, mode_bits)
+        if owner is not None:
+            os.chown(file, owner, owner)
+    return db
+
+
+@pytest.mark.parametrize(
+    ("owner", "mode_bits", "says"),
+    [(NOBODY, 0o600, "belongs to another user"), (None, 0o666, r"can be written by other users \(mode 0666\)")],
+)
+async def test_a_file_that_is_not_the_users_own_is_refused(
+    tmp_path: Path, owner: int | None, mode_bits: int, says: str
+) -> None:
+    db = _planted(tmp_path, owner=owner, mode_bits=mode_bits)
+    before = {p.name: (p.read_bytes(), p.stat().st_mode) for p in tmp_path.iterdir()}
+    with pytest.raises(UnsafeFileError, match=says):
+        async with SQLiteStorage(db) as storage:
+            await storage.save_event(UserMessage("secret"), EventContext.for_stream(uuid4()))
+    # Nothing was written, nothing changed.
+    assert {p.name: (p.read_bytes(), p.stat().st_mode) for p in tmp_path.iterdir()} == before
+    with pytest.raises(UnsafeFileError):  # the commands that write refuse it too
+        admin.set_title(db, "0" * 32, "x")
+
+    # Unless the caller says the file is meant to be shared.
+    async with SQLiteStorage(db, allow_shared_file=True) as storage:
+        await storage.save_event(UserMessage("shared on purpose"), EventContext.for_stream(uuid4()))
+
+
+async def test_a_companion_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    migrate.prepare_database(db)
+    elsewhere = tmp_path / "collected.txt"
+    Path(f"{db}-wal").symlink_to(elsewhere)
+    with pytest.raises(UnsafeFileError, match="is a symbolic link"):
+        async with SQLiteStorage(db) as storage:
+            await storage.save_event(UserMessage("secret"), EventContext.for_stream(uuid4()))
+    assert not elsewhere.exists()

@@ -1,0 +1,193 @@
+"""Views, triggers and full-text indexes, each written once: Alembic's "replaceable objects" recipe, for SQLite.
+
+SQLite cannot alter a view or a trigger, nor ``CREATE OR REPLACE`` one: a revision that changes one drops it
+and creates it anew, and its downgrade does the reverse with the definition it had before. So a definition
+is written once, as a constant of the revision that introduces it, and later revisions *name* it,
+``"<revision>.<CONSTANT>"`` (``"0002.TRANSCRIPT"``), instead of copying its SQL; the name is looked up in that
+revision's module, through Alembic's script directory, when the SQL is needed.
+
+Importing this module adds three operations to ``op``, each taking an object or the name of one:
+
+* ``op.create_object(obj)``: its CREATE statements;
+* ``op.drop_object(obj)``: its DROP statements;
+* ``op.replace_object(new, replaces="0002.TRANSCRIPT")``: drop the earlier object, create ``new``; the
+  downgrade says ``replace_with="0002.TRANSCRIPT"``: drop ``new``, create the earlier one again.
+
+Revisions import it as ``sessionstore.migrations.sqlobjects``: Alembic loads a revision by its file path, so a
+relative import cannot work, and that is the module's name in the wheel and in an editable install (which the
+``alembic`` command, run from the repository root, uses too). Released revisions run what these classes
+write: a class's statements never change (a new kind of statement is a new class).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from alembic.operations import MigrateOperation, Operations
+from alembic.script import ScriptDirectory
+
+__all__ = ["FullTextIndex", "Group", "Part", "SQLObject", "Trigger", "View", "VirtualTable", "find"]
+
+
+class SQLObject:
+    """A schema object SQLite creates whole and drops whole; the objects it names are looked up in ``scripts``."""
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        """The statements that create it."""
+        raise NotImplementedError
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        """The statements that drop it (``IF EXISTS``: a downgrade goes through one dropped by hand)."""
+        raise NotImplementedError
+
+
+Part = SQLObject | str
+"""An object, or the name of one a revision defined: ``"<revision>.<CONSTANT>"``."""
+
+_O = TypeVar("_O", bound=SQLObject)
+
+
+def find(scripts: ScriptDirectory, part: _O | str, kind: type[_O]) -> _O:
+    """``part`` itself, or the object it names."""
+    if not isinstance(part, str):
+        return part
+    revision, _, name = part.partition(".")
+    script = scripts.get_revision(revision) if revision else None
+    found = getattr(script.module, name, None) if script is not None and script.revision == revision else None
+    if not isinstance(found, kind):
+        raise LookupError(f"{part!r} names no {kind.__name__} (write '<revision>.<CONSTANT>')")
+    return found
+
+
+@dataclass(frozen=True)
+class View(SQLObject):
+    name: str
+    select: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE VIEW {self.name} AS\n{self.select}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP VIEW IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
+class Trigger(SQLObject):
+    name: str
+    body: str
+    """What follows the name: ``AFTER INSERT ON events BEGIN ...; END``."""
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE TRIGGER {self.name} {self.body}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP TRIGGER IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
+class VirtualTable(SQLObject):
+    name: str
+    using: str
+    """The module and its arguments: ``fts5(text, ...)``."""
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE VIRTUAL TABLE {self.name} USING {self.using}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP TABLE IF EXISTS {self.name}"  # its shadow tables go with it
+
+
+@dataclass(frozen=True)
+class FullTextIndex(SQLObject):
+    """An FTS5 table and the triggers that keep it in step with its content: one cannot stand without the other.
+
+    Created, it indexes the rows already there (``'rebuild'``); the triggers, which write to the table, are
+    dropped before it.
+    """
+
+    table: VirtualTable | str
+    triggers: tuple[Trigger | str, ...]
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        table = find(scripts, self.table, VirtualTable)
+        yield from table.create(scripts)
+        for trigger in self.triggers:
+            yield from find(scripts, trigger, Trigger).create(scripts)
+        yield f"INSERT INTO {table.name} ({table.name}) VALUES ('rebuild')"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        for trigger in reversed(self.triggers):
+            yield from find(scripts, trigger, Trigger).drop(scripts)
+        yield from find(scripts, self.table, VirtualTable).drop(scripts)
+
+
+class Group(SQLObject):
+    """Objects made in order (a view after what it reads) and dropped in the reverse order."""
+
+    def __init__(self, *parts: Part) -> None:
+        self.parts = parts
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        for part in self.parts:
+            yield from find(scripts, part, SQLObject).create(scripts)
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        for part in reversed(self.parts):
+            yield from find(scripts, part, SQLObject).drop(scripts)
+
+
+# -- the operations (the cookbook's ReversibleOp, for any SQLObject) -------------------------------
+
+
+class _ObjectOp(MigrateOperation):
+    def __init__(self, target: Part) -> None:
+        self.target = target
+
+    @classmethod
+    def apply(cls, operations: Operations, target: Part) -> None:
+        operations.invoke(cls(target))
+
+    def statements(self, scripts: ScriptDirectory) -> Iterator[str]:
+        raise NotImplementedError
+
+
+@Operations.register_operation("create_object", "apply")
+@Operations.register_operation("replace_object", "replace")
+class CreateObjectOp(_ObjectOp):
+    def statements(self, scripts: ScriptDirectory) -> Iterator[str]:
+        return find(scripts, self.target, SQLObject).create(scripts)
+
+    @classmethod
+    def replace(
+        cls, operations: Operations, target: Part, replaces: str | None = None, replace_with: str | None = None
+    ) -> None:
+        """In an upgrade, drop the object ``replaces`` names and create ``target``; in its downgrade, drop
+        ``target`` and create the object ``replace_with`` names again."""
+        old: Part
+        new: Part
+        if replaces is not None and replace_with is None:
+            old, new = replaces, target
+        elif replace_with is not None and replaces is None:
+            old, new = target, replace_with
+        else:
+            raise TypeError("replace_object takes replaces= (in an upgrade) or replace_with= (in a downgrade)")
+        operations.invoke(DropObjectOp(old))
+        operations.invoke(CreateObjectOp(new))
+
+
+@Operations.register_operation("drop_object", "apply")
+class DropObjectOp(_ObjectOp):
+    def statements(self, scripts: ScriptDirectory) -> Iterator[str]:
+        return find(scripts, self.target, SQLObject).drop(scripts)
+
+
+@Operations.implementation_for(CreateObjectOp)
+@Operations.implementation_for(DropObjectOp)
+def _run(operations: Operations, operation: _ObjectOp) -> None:
+    scripts = operations.get_context().script  # where the names are looked up
+    if scripts is None:
+        raise LookupError("SQL objects are made by revisions that Alembic runs from its script directory")
+    for statement in operation.statements(scripts):
+        operations.execute(statement)
