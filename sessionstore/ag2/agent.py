@@ -9,8 +9,11 @@ as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
 * every session has a row (context, title, times, released flag) kept in step
   with AG2's own registry, so ``session/list`` can list sessions of earlier
   processes and ``sessionstore list``/``prune`` see them too;
-* ``session/list``, ``session/resume`` and ``session/close`` are served, and a
-  title can be set with the extension method ``_sessionstore/set_title``.
+* ``session/list``, ``session/resume`` and ``session/close`` are served (resume
+  and close are routed by the SDK only with its unstable protocol on, so the
+  agent serves with it on), and a title can be set with the extension method
+  ``_sessionstore/set_title``. ``session/delete`` has no route in the SDK
+  (0.12); ``sessionstore delete ID`` deletes a session from the file.
 
 AG2 1.2 has no public hook for any of that, so it leans on a few of AG2's
 private names. All of them are touched in one place, the block marked
