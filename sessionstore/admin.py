@@ -14,18 +14,33 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from . import queries, records
 from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction
 from .errors import SchemaError, UsageError, from_sqlite
 from .storage import SessionRecord, utc_text
 
-__all__ = ["CheckReport", "check", "delete_sessions", "parse_age", "prune", "set_title", "writing"]
+__all__ = [
+    "BATCH_SECONDS",
+    "CheckReport",
+    "check",
+    "delete_sessions",
+    "in_batches",
+    "parse_age",
+    "prune",
+    "set_title",
+    "writable",
+    "writing",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +65,8 @@ class CheckReport:
 
 
 @contextlib.contextmanager
-def writing(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
-    """One write transaction on an existing file at the expected schema revision: all or nothing."""
+def writable(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    """A connection to an existing file at the expected schema revision, the user's own, to write to."""
     path = Path(db).expanduser()
     conn = connect(path, busy_timeout=busy_timeout, check_tables=True)
     try:
@@ -62,20 +77,71 @@ def writing(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[s
                 f"{path} is at schema revision {revision!r}, this sessionstore writes {HEAD!r};"
                 " run `sessionstore db upgrade` first"
             )
-        with transaction(conn, path):
-            yield conn
+        yield conn
     except sqlite3.Error as exc:
         raise from_sqlite(exc, path) from exc
     finally:
         conn.close()
 
 
+@contextlib.contextmanager
+def writing(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    """One short write transaction on an existing file (see :func:`writable`): all or nothing."""
+    with writable(db, busy_timeout=busy_timeout) as conn, transaction(conn, Path(db)):
+        yield conn
+
+
+BATCH_SECONDS = 0.025
+"""How long one transaction of a long command (prune, delete, import) may hold the write lock."""
+PAUSE_SECONDS = 0.030
+"""How long the lock is then left free. Longer than a batch, and longer than the first waits of SQLite's busy
+handler (1, 2, 5, 10, 15, 20 ms...), so an agent waiting to append gets it at its next try: its write never waits
+much more than one batch, however large the command's work."""
+
+
+def in_batches(
+    conn: sqlite3.Connection, path: Path, items: Iterable[T], apply: Callable[[sqlite3.Connection, T], R]
+) -> Iterator[R]:
+    """``apply`` each item in turn, in as many short transactions as it takes, each of whole items.
+
+    Maintenance never starves an agent: no transaction holds the lock past
+    :data:`BATCH_SECONDS`, and between two the lock is free. An interrupted run
+    has applied whole items only.
+    """
+    remaining = iter(items)
+    done = False
+    while not done:
+        results: list[R] = []
+        with transaction(conn, path):
+            started = time.monotonic()
+            while time.monotonic() - started < BATCH_SECONDS:
+                item = next(remaining, _END)
+                if item is _END:
+                    done = True
+                    break
+                results.append(apply(conn, cast(T, item)))
+        yield from results
+        if not done:
+            time.sleep(PAUSE_SECONDS)
+
+
+_END: Any = object()
+
+
+def _delete(conn: sqlite3.Connection, sid: str) -> str:
+    conn.execute(queries.DELETE_SESSION, {"sid": sid})
+    return sid
+
+
 def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[str]:
-    """``sessionstore delete``: the sessions (ids or unique prefixes) and their events, all or none; the full ids."""
-    with writing(db) as conn:
+    """``sessionstore delete``: the sessions (ids or unique prefixes) and their events; the full ids.
+
+    Every prefix is resolved before anything is deleted (one that matches none
+    or several deletes nothing); then whole sessions go, in short transactions.
+    """
+    with writable(db) as conn:
         ids = records.resolve_all(conn, prefixes)
-        conn.executemany(queries.DELETE_SESSION, [{"sid": sid} for sid in ids])
-        return ids
+        return list(in_batches(conn, Path(db), ids, _delete))
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -107,7 +173,8 @@ def prune(
 ) -> list[SessionRecord]:
     """``sessionstore prune``: released sessions not updated for ``older_than``; deleted unless ``dry_run``.
 
-    A session still held by a registry (not released) is never pruned, however old.
+    A session still held by a registry (not released) is never pruned, however old. Whole sessions
+    go in short transactions (:func:`in_batches`), so an agent writing meanwhile is never starved.
     """
     try:
         cutoff = utc_text(datetime.now(UTC) - older_than)
@@ -116,10 +183,9 @@ def prune(
     if dry_run:
         with records.reading(db) as conn:
             return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
-    with writing(db) as conn:
+    with writable(db) as conn:
         doomed = list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
-        for done, record in enumerate(doomed, 1):
-            conn.execute(queries.DELETE_SESSION, {"sid": record.session_id})
+        for done, _ in enumerate(in_batches(conn, Path(db), [r.session_id for r in doomed], _delete), 1):
             if progress is not None:
                 progress(done, len(doomed))
         return doomed

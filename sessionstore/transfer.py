@@ -8,9 +8,8 @@ the role and text its codec gave it. Version 1 files (no role and text) are
 read too: their events are sessionstore's own, described as its codec does.
 
 An export is read from one snapshot, so one taken while an agent writes is
-consistent. An import checks the whole file before it touches the database
-and runs in one transaction: a bad line anywhere imports nothing and names
-the line.
+consistent. An import checks the whole file before it touches the database:
+a bad line anywhere imports nothing and names the line.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 from . import queries, records
-from .admin import writing
+from .admin import in_batches, writable
 from .codec import ROLES, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
@@ -388,23 +387,31 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
         yield current
 
 
-def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> str:
+def _outcome(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> str:
+    """What importing ``item`` will do: add it, leave it (stored with the same events), or replace it."""
     sid = item.row[0]
-    existing = conn.execute("SELECT id FROM sessions WHERE session_id = ?", (sid,)).fetchone()
-    outcome = "added"
-    if existing is not None:
-        stored = conn.execute(
-            "SELECT position, type, payload FROM events WHERE session = ? ORDER BY position", (existing[0],)
-        ).fetchall()
-        if [tuple(r) for r in stored] == [e[:3] for e in item.events]:
-            return "unchanged"
-        if not replace:
-            raise ImportConflictError(
-                f"session {sid} is already stored with different events (line {item.line});"
-                " nothing was imported (--replace overwrites stored sessions with the file's)"
-            )
-        conn.execute(queries.DELETE_SESSION, {"sid": sid})
-        outcome = "replaced"
+    existing = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
+    if existing is None:
+        return "added"
+    stored = conn.execute(
+        "SELECT position, type, payload FROM events WHERE session = ? ORDER BY position", (existing[0],)
+    ).fetchall()
+    if [tuple(r) for r in stored] == [e[:3] for e in item.events]:
+        return "unchanged"
+    if not replace:
+        raise ImportConflictError(
+            f"session {sid} is already stored with different events (line {item.line});"
+            " nothing was imported (--replace overwrites stored sessions with the file's)"
+        )
+    return "replaced"
+
+
+def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> str:
+    outcome = _outcome(conn, item, replace)
+    if outcome == "unchanged":
+        return outcome
+    if outcome == "replaced":
+        conn.execute(queries.DELETE_SESSION, {"sid": item.row[0]})
     row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]
     conn.executemany(
         queries.INSERT_EVENT,
@@ -416,12 +423,15 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
 def import_sessions(
     db: str | Path, source: str | os.PathLike[str], *, replace: bool = False, progress: Progress | None = None
 ) -> ImportSummary:
-    """``sessionstore import``: read an export back, ids, records and event order preserved, in one transaction.
+    """``sessionstore import``: read an export back, ids, records and event order preserved.
 
     Idempotent: a session already stored with the same events is left as it is.
     One stored with different events is a :class:`ImportConflictError` (nothing
     imported) unless ``replace``, which replaces it with the file's. The file is
-    checked whole before the database is touched. A missing database is built
+    checked whole (and against what is stored) before the database is touched;
+    then whole sessions are written in short transactions, so an agent writing
+    to the same file meanwhile is never starved, and an interrupted import has
+    imported whole sessions only. A missing database is built
     beside its path (as :class:`SQLiteStorage` creates one) and appears at the
     path only once it is complete; a failed or interrupted import removes only
     what it made.
@@ -452,12 +462,18 @@ def import_sessions(
 def _import_into(path: Path, source: Path, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
     events = 0
-    with writing(path) as conn:
-        for done, item in enumerate(_read_export(source), 1):
-            outcome = _import_one(conn, item, replace)
+    with writable(path) as conn:
+        if not replace:  # a conflict anywhere is found before anything is written
+            for item in _read_export(source):
+                _outcome(conn, item, replace)
+
+        def apply(conn: sqlite3.Connection, item: _ImportSession) -> tuple[str, int]:
+            return _import_one(conn, item, replace), len(item.events)
+
+        for done, (outcome, count) in enumerate(in_batches(conn, path, _read_export(source), apply), 1):
             counts[outcome] += 1
             if outcome != "unchanged":
-                events += len(item.events)
+                events += count
             if progress is not None:
                 progress(done, total)
     return ImportSummary(events=events, **counts)
