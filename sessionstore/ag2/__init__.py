@@ -4,6 +4,7 @@
 applications that use it.
 """
 
+from .agent import DurableACPAgent
 from .codec import AG2Codec
 
-__all__ = ["AG2Codec"]
+__all__ = ["AG2Codec", "DurableACPAgent"]
