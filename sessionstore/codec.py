@@ -226,9 +226,9 @@ def _zoned(iso: str, key: str | None, fold: int) -> datetime:
         zone = ZoneInfo(key)  # a name in the system's time zone database: never a path or a module
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise _Undecodable(f"unknown time zone {key!r}") from exc
-    # The stored offset fixes the instant, the zone gives back its name; the fold is kept as it was
-    # (for a repeated hour it is the one the offset says, and elsewhere Python keeps it all the same).
-    return when.astimezone(zone).replace(fold=1 if fold else 0)
+    # The wall time, its zone and its fold are the datetime as Python held it (even a wall time a
+    # clock change skipped); the offset in the text is for people and SQL reading the row.
+    return when.replace(tzinfo=zone, fold=1 if fold else 0)
 
 
 def _hashable(key: Any) -> Any:

@@ -419,7 +419,7 @@ class _DurableScope(_ConnectionScope):
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> schema.ListSessionsResponse:
-        """Stored sessions newest first (last activity), ``list_page_size`` a page, optionally one ``cwd``'s."""
+        """Stored sessions newest first by creation (a walk sees each once), ``list_page_size`` a page."""
         self._require_session_scope()
         owner = cast(DurableACPAgent, self._owner)
         try:

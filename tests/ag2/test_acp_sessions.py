@@ -113,9 +113,10 @@ async def test_list_pages_newest_first_and_filters_by_cwd(files: Files) -> None:
         ids = [
             await client.new(PROJECT if i % 2 == 0 else OTHER, additional_directories=[f"/lib/{i}"]) for i in range(5)
         ]
-        # The oldest session gets a turn: last activity, not creation, orders the list.
+        # The oldest session gets a turn: it does not move. Pages go by creation, which never changes, so a
+        # client paging while sessions are used sees each exactly once; updatedAt tells the last activity.
         await client.say(ids[0], "Remember the fig tree.")
-        newest_first = [ids[0], ids[4], ids[3], ids[2], ids[1]]
+        newest_first = [ids[4], ids[3], ids[2], ids[1], ids[0]]
 
         seen: list[schema.SessionInfo] = []
         cursor: str | None = None
@@ -132,14 +133,14 @@ async def test_list_pages_newest_first_and_filters_by_cwd(files: Files) -> None:
         assert [s.session_id for s in seen] == newest_first
         assert [s.additional_directories for s in seen] == [[f"/lib/{ids.index(s.session_id)}"] for s in seen]
         stamps = [datetime.fromisoformat(s.updated_at or "") for s in seen]
-        assert stamps == sorted(stamps, reverse=True)
+        assert max(stamps) == stamps[-1]  # the one used last
         assert all(stamp.tzinfo is not None for stamp in stamps)
 
         first = await within(client.conn.list_sessions(cwd=PROJECT))
-        assert [s.session_id for s in first.sessions] == [ids[0], ids[4]]
+        assert [s.session_id for s in first.sessions] == [ids[4], ids[2]]
         assert {s.cwd for s in first.sessions} == {PROJECT}
         rest = await within(client.conn.list_sessions(cwd=PROJECT, cursor=first.next_cursor))
-        assert [s.session_id for s in rest.sessions] == [ids[2]]
+        assert [s.session_id for s in rest.sessions] == [ids[0]]
         assert rest.next_cursor is None
         assert (await within(client.conn.list_sessions(cwd="/nowhere"))).sessions == []
 
