@@ -66,6 +66,7 @@ from uuid import UUID
 import acp.exceptions
 import ag2.exceptions as ag2_errors
 from ag2.acp.events import ACPAvailableCommands, ACPElicitation, ACPModeChange, ACPPlan, ACPPlanEntry
+from ag2.acp.executor import CANCELLED_TOOL_RESULT
 from ag2.compact import CompactionSummary
 from ag2.events import (
     AggregationCompleted,
@@ -132,6 +133,7 @@ from ag2.events.task_events import TaskEvent
 from ag2.events.tool_events import ToolEvent
 from ag2.events.types import ModelEvent
 from ag2.files.types import FileProvider, UploadedFile
+from ag2.history import HUMAN_INPUT_ABANDONED_TOOL_RESULT
 from ag2.task import TaskSpec
 from pydantic import BaseModel
 
@@ -670,7 +672,9 @@ class AG2Codec:
         ``ToolResultEvent``, then inside a ``ToolResultsEvent``). The loose ones carry
         them here: one per call, emitted as each call runs (server-side builtin calls,
         client-run calls and final tools included, which the batches miss). The
-        batches, ``ClientToolCallEvent`` and a response with no text get no role.
+        batches, ``ClientToolCallEvent`` and a response with no text get no role,
+        except a batch holding the stand-in results AG2 writes when it repairs a turn
+        that stopped mid-call: those exist nowhere else, so the batch tells them.
         """
         if isinstance(event, ModelRequest):
             return _parts("user", event.parts, "$.parts")
@@ -686,6 +690,9 @@ class AG2Codec:
             if isinstance(result, ToolResult):
                 return _parts("tool", result.parts, '$.result."$dataclass"[1].parts')
             return Description("tool", _as_text(result))
+        if isinstance(event, ToolResultsEvent):
+            stand_ins = [_inputs_text(r.result.parts) for r in event.results if _is_stand_in(r)]
+            return Description("tool", "\n".join(filter(None, stand_ins))) if stand_ins else Description(None, None)
         if isinstance(event, HumanMessage):
             return _at("user", event.content, "$.content")
         if isinstance(event, HumanInputRequest):  # the agent asking the person (ACP replays it as the agent's)
@@ -1041,6 +1048,15 @@ def _unsupported(tp: Any, known: dict[str, set[type]]) -> str | None:
         if getattr(tp, "_is_protocol", False):
             return None  # e.g. AG2's StandardDataclass: each value is checked when it is stored
     return f"a {getattr(tp, '__name__', tp)} cannot be stored and read back as itself"
+
+
+# What AG2 writes in place of a result when it closes off a turn stopped mid-call (ag2.history and ag2.acp).
+_STAND_INS = frozenset({CANCELLED_TOOL_RESULT, HUMAN_INPUT_ABANDONED_TOOL_RESULT})
+
+
+def _is_stand_in(event: Any) -> bool:
+    result = getattr(event, "result", None)
+    return isinstance(result, ToolResult) and _inputs_text(result.parts) in _STAND_INS
 
 
 def _at(role: str, text: Any, path: str) -> Description:

@@ -276,10 +276,12 @@ async def test_a_process_killed_inside_a_tool_call_comes_back_repaired(files: Fi
         ]
     shown = sessionstore_cli("show", sid, "--db", str(files.db)).stdout
     assert shown.count("wait_for_gate(") == 1, shown
-    # The stand-in result lives only inside AG2's ToolResultsEvent (AG2's repair writes no loose result), which
-    # the codec describes as no message: `show --all` is where it is read.
-    everything = sessionstore_cli("show", sid, "--all", "--db", str(files.db)).stdout
-    assert everything.count(CANCELLED_TOOL_RESULT) == 1, everything
+    # The stand-in result lives only inside AG2's ToolResultsEvent (AG2's repair writes no loose result): the
+    # codec tells it there, so the repaired transcript reads whole, call and result once each.
+    assert shown.count(CANCELLED_TOOL_RESULT) == 1, shown
+    transcript = rows(files.db, "SELECT role, text FROM transcript WHERE session_id = ? ORDER BY position", sid)
+    assert [role for role, _ in transcript][-4:] == ["tool_call", "tool", "user", "assistant"]
+    assert transcript[-3][1] == CANCELLED_TOOL_RESULT
     hygiene(files)
 
 
