@@ -36,7 +36,7 @@ from uuid import UUID
 
 from . import queries, records
 from .codec import Codec, JsonCodec
-from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare
+from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, truncate_wal
 from .errors import InvalidSessionIdError, StorageError, from_sqlite
 from .lane import Work, WriteLane
 from .storage import (
@@ -418,7 +418,7 @@ class SQLiteStorage:
         await self._submit(work)
 
     async def drop_history(self, stream_id: StreamId) -> None:
-        """Delete the session and all its events."""
+        """Delete the session and all its events, unrecoverably, from the file, its index and its log."""
         sid = _hex_id(stream_id)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
@@ -430,6 +430,19 @@ class SQLiteStorage:
             return None, after_commit
 
         await self._submit(work)
+        await self._forget_deleted()
+
+    async def _forget_deleted(self) -> None:
+        # Deleted means gone (see admin.forget_deleted): the index's segments merged a step per transaction,
+        # interleaved with the other writes of the lane, then the write-ahead log emptied.
+        def merge(conn: sqlite3.Connection) -> tuple[bool, None]:
+            before = conn.total_changes
+            conn.execute(queries.MERGE_INDEX)
+            return conn.total_changes - before > 1, None
+
+        while await self._submit(merge):
+            pass
+        await asyncio.to_thread(truncate_wal, self.path, self.busy_timeout)
 
     # -- SessionCatalog -----------------------------------------------------------------------
 

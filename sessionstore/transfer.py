@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 from . import queries, records
-from .admin import in_batches, writable
+from .admin import forget_deleted, in_batches, writable
 from .codec import ROLES, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
@@ -476,4 +476,6 @@ def _import_into(path: Path, source: Path, replace: bool, total: int, progress: 
                 events += count
             if progress is not None:
                 progress(done, total)
+        if counts["replaced"]:
+            forget_deleted(conn, path)  # the sessions replaced are gone, not merely unlisted
     return ImportSummary(events=events, **counts)
