@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 from . import queries, records
 from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction, truncate_wal
 from .errors import SchemaError, UsageError, from_sqlite
-from .storage import SessionRecord, utc_text
+from .storage import SessionRecord, storable_text, utc_text
 
 __all__ = [
     "BATCH_SECONDS",
@@ -240,6 +240,8 @@ def prune(
 
 def set_title(db: str | Path, prefix: str, title: str | None) -> str:
     """``sessionstore title``: set (or with ``None`` clear) a stored session's title; returns its full id."""
+    if title is not None:
+        storable_text(title, "title")  # refused before the file is opened, as the storage refuses it
     with writing(db) as conn:
         sid = records.resolve(conn, prefix)
         conn.execute(queries.SET_TITLE, {"sid": sid, "title": title})
