@@ -43,7 +43,7 @@ from .events import (
     default_event_types,
 )
 
-__all__ = ["ROLES", "Codec", "Description", "JsonCodec", "call_text", "legacy_description"]
+__all__ = ["ROLES", "Codec", "Description", "JsonCodec", "call_text", "legacy_description", "payload_text"]
 
 
 class Codec(Protocol):
@@ -274,16 +274,13 @@ class JsonCodec:
             value = getattr(event, name)
             if default is not _NO_DEFAULT and type(value) is type(default) and value == default:
                 continue  # smaller rows; decoding restores the default
-            fields[name] = _encode_value(value, name)
-        text = _dumps(fields)
-        if not text.isascii():
             try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                # Lone surrogates cannot be stored as UTF-8 text; \u escapes can,
-                # and json.loads gives the same string back.
-                text = _dumps_ascii(fields)
-        return type_name, text
+                fields[name] = _encode_value(value, name)
+            except RecursionError:
+                raise EventEncodeError(
+                    f"{cls.__name__}.{name} is nested too deeply (or holds itself) to be stored"
+                ) from None
+        return type_name, payload_text(fields)
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
         plan = self._plans.get(type_name)
@@ -339,6 +336,16 @@ def _content(role: str, content: Any) -> Description:
     if isinstance(content, (dict, list)) or (isinstance(content, str) and (content.isascii() or _utf8(content))):
         return Description(role, _as_text(content), "$.content")
     return Description(role, _as_text(content))
+
+
+def payload_text(fields: dict[str, Any]) -> str:
+    """Encoded fields as the compact JSON text of a payload.
+
+    Lone surrogates cannot be stored as UTF-8 text; ``\\u`` escapes can, and
+    ``json.loads`` gives the same string back, so such a payload is written in ASCII.
+    """
+    text = _dumps(fields)
+    return text if text.isascii() or _utf8(text) else _dumps_ascii(fields)
 
 
 def _utf8(text: str) -> bool:
@@ -409,8 +416,10 @@ _NO_DEFAULT: Any = object()
 # Factories whose result is the same empty value every time, so a field equal to
 # it can be left out of the payload and rebuilt on decoding.
 _PURE_FACTORIES: tuple[Any, ...] = (dict, list, tuple, str, set, frozenset)
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
+# Without the circular-reference check: the tree handed over is built fresh by _encode_value (a value holding
+# itself fails there, as too deep), and the check costs a sixth of the dump.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False).encode
+_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False).encode
 
 
 def _layout(cls: type[BaseEvent]) -> list[tuple[str, Any]]:

@@ -138,7 +138,17 @@ from ag2.task import TaskSpec
 from pydantic import BaseModel
 
 from .. import errors
-from ..codec import NOT_MINE, Description, _as_text, _decode_tag, _encode_value, _make_parser, _Undecodable, _utf8
+from ..codec import (
+    NOT_MINE,
+    Description,
+    _as_text,
+    _decode_tag,
+    _encode_value,
+    _make_parser,
+    _Undecodable,
+    _utf8,
+    payload_text,
+)
 from ..errors import EventEncodeError
 
 __all__ = [
@@ -334,11 +344,6 @@ _RAISED_AS: Final = "_sessionstore_raised_as"
 # Names applications may not take: AG2's future classes get names under these.
 _RESERVED_PREFIXES: Final = ("ag2.", "acp.", "sessionstore.")
 
-
-# The JSON codec's text settings, without the circular-reference check: the tree handed over is built fresh by
-# encode (a value holding itself fails there, as too deep), and the check costs a sixth of the dump.
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False).encode
-_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False).encode
 
 # Stored as they are: the JSON values no tag is ever needed for (a float only when finite).
 _PLAIN_VALUES: Final = frozenset({str, int, bool, type(None)})
@@ -643,14 +648,7 @@ class AG2Codec:
             fields = self._fields(event, "")
         except RecursionError:
             raise EventEncodeError(f"{cls.__name__} is nested too deeply (or holds itself) to be stored") from None
-        text = _dumps(fields)
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                # Lone surrogates cannot be stored as UTF-8 text; \u escapes can.
-                text = _dumps_ascii(fields)
-        return type_name, text
+        return type_name, payload_text(fields)
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
         plan = self._events.get(type_name)
