@@ -227,7 +227,8 @@ def prune(
         cutoff = utc_text(datetime.min.replace(tzinfo=UTC))
     if dry_run:
         with records.reading(db) as conn:
-            return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
+            current = records.is_current(conn)
+            return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff, current=current))
     with writable(db) as conn:
         doomed = list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
         for done, _ in enumerate(in_batches(conn, Path(db), [r.session_id for r in doomed], _delete), 1):
