@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from . import queries, records
-from .codec import Codec, JsonCodec
+from .codec import Codec, JsonCodec, decode_all
 from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, truncate_wal
 from .errors import InvalidSessionIdError, StorageError, from_sqlite
 from .lane import Work, WriteLane
@@ -371,8 +371,7 @@ class SQLiteStorage:
             cached = self._cached(sid, row_id, revision)
             if cached is not None:
                 return list(cached.items)
-        decode = self.codec.decode
-        events = [decode(type_name, payload) for type_name, payload in rows]
+        events = decode_all(self.codec, rows)
         size = sum(len(payload) for _, payload in rows)
         with self._cache_lock:
             self._cache_put(sid, _Cached(row_id, revision, list(events) if frozen else rows, size))
