@@ -12,6 +12,7 @@ effect of, say, deleting a session.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import re
 import sqlite3
@@ -23,9 +24,9 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from . import queries, records
-from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction
+from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction, truncate_wal
 from .errors import SchemaError, UsageError, from_sqlite
-from .storage import SessionRecord, utc_text
+from .storage import SessionRecord, storable_text, utc_text
 
 __all__ = [
     "BATCH_SECONDS",
@@ -153,6 +154,28 @@ def _delete(conn: sqlite3.Connection, sid: str) -> str:
     return sid
 
 
+def forget_deleted(conn: sqlite3.Connection, path: Path) -> None:
+    """Make what was just deleted unrecoverable from the file: deleted means gone.
+
+    Rows are overwritten as they are deleted (``secure_delete``), but a deleted
+    event's words stay in the full-text index's older segments until they are
+    merged, and earlier versions of pages stay in the write-ahead log until it is
+    emptied. So: merge the index, a step per short transaction (an agent writing
+    meanwhile keeps its pace), then empty the log.
+    """
+
+    def merge(conn: sqlite3.Connection, step: int) -> bool:
+        before = conn.total_changes
+        conn.execute(queries.MERGE_INDEX)
+        return conn.total_changes - before > 1
+
+    steps = itertools.count()
+    for merged in in_batches(conn, path, steps, merge):
+        if not merged:
+            break
+    truncate_wal(path)
+
+
 def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[str]:
     """``sessionstore delete``: the sessions (ids or unique prefixes) and their events; the full ids.
 
@@ -161,7 +184,9 @@ def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[str]:
     """
     with writable(db) as conn:
         ids = records.resolve_all(conn, prefixes)
-        return list(in_batches(conn, Path(db), ids, _delete))
+        deleted = list(in_batches(conn, Path(db), ids, _delete))
+        forget_deleted(conn, Path(db))
+        return deleted
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -202,17 +227,22 @@ def prune(
         cutoff = utc_text(datetime.min.replace(tzinfo=UTC))
     if dry_run:
         with records.reading(db) as conn:
-            return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
+            current = records.is_current(conn)
+            return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff, current=current))
     with writable(db) as conn:
         doomed = list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
         for done, _ in enumerate(in_batches(conn, Path(db), [r.session_id for r in doomed], _delete), 1):
             if progress is not None:
                 progress(done, len(doomed))
+        if doomed:
+            forget_deleted(conn, Path(db))
         return doomed
 
 
 def set_title(db: str | Path, prefix: str, title: str | None) -> str:
     """``sessionstore title``: set (or with ``None`` clear) a stored session's title; returns its full id."""
+    if title is not None:
+        storable_text(title, "title")  # refused before the file is opened, as the storage refuses it
     with writing(db) as conn:
         sid = records.resolve(conn, prefix)
         conn.execute(queries.SET_TITLE, {"sid": sid, "title": title})

@@ -518,6 +518,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as exc:
         _fail(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+    except UnicodeEncodeError as exc:
+        # An argument made from bytes that are not UTF-8 (os.fsdecode keeps them as lone surrogates):
+        # nothing stored can match it, and nothing can be stored from it.
+        _fail(f"{exc.object[exc.start : exc.end + 20]!r}... is not valid text: it holds bytes that are not UTF-8")
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130

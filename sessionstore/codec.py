@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gc
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol, cast
 from uuid import UUID
@@ -43,7 +44,16 @@ from .events import (
     default_event_types,
 )
 
-__all__ = ["ROLES", "Codec", "Description", "JsonCodec", "call_text", "legacy_description"]
+__all__ = [
+    "ROLES",
+    "Codec",
+    "Description",
+    "JsonCodec",
+    "call_text",
+    "decode_all",
+    "legacy_description",
+    "payload_text",
+]
 
 
 class Codec(Protocol):
@@ -226,9 +236,9 @@ def _zoned(iso: str, key: str | None, fold: int) -> datetime:
         zone = ZoneInfo(key)  # a name in the system's time zone database: never a path or a module
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise _Undecodable(f"unknown time zone {key!r}") from exc
-    # The stored offset fixes the instant, the zone gives back its name; the fold is kept as it was
-    # (for a repeated hour it is the one the offset says, and elsewhere Python keeps it all the same).
-    return when.astimezone(zone).replace(fold=1 if fold else 0)
+    # The wall time, its zone and its fold are the datetime as Python held it (even a wall time a
+    # clock change skipped); the offset in the text is for people and SQL reading the row.
+    return when.replace(tzinfo=zone, fold=1 if fold else 0)
 
 
 def _hashable(key: Any) -> Any:
@@ -274,16 +284,13 @@ class JsonCodec:
             value = getattr(event, name)
             if default is not _NO_DEFAULT and type(value) is type(default) and value == default:
                 continue  # smaller rows; decoding restores the default
-            fields[name] = _encode_value(value, name)
-        text = _dumps(fields)
-        if not text.isascii():
             try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                # Lone surrogates cannot be stored as UTF-8 text; \u escapes can,
-                # and json.loads gives the same string back.
-                text = _dumps_ascii(fields)
-        return type_name, text
+                fields[name] = _encode_value(value, name)
+            except RecursionError:
+                raise EventEncodeError(
+                    f"{cls.__name__}.{name} is nested too deeply (or holds itself) to be stored"
+                ) from None
+        return type_name, payload_text(fields)
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
         plan = self._plans.get(type_name)
@@ -310,6 +317,24 @@ class JsonCodec:
         if isinstance(event, ToolResult):
             return _content("tool", event.content)
         return Description(None, None)
+
+
+def decode_all(codec: Codec, rows: Iterable[tuple[str, str]]) -> list[Any]:
+    """Every row decoded, with the cyclic garbage collector paused meanwhile.
+
+    A long history makes tens of thousands of objects at once, which sets off
+    full collections in the middle of decoding: for 10,000 events, 95 ms at worst
+    instead of 20 ms. None of them can be garbage before they are returned, so
+    the collector's work is only put off, to its next turn after this.
+    """
+    decode = codec.decode
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return [decode(type_name, payload) for type_name, payload in rows]
+    finally:
+        if paused:
+            gc.enable()
 
 
 _LEGACY = JsonCodec()
@@ -339,6 +364,16 @@ def _content(role: str, content: Any) -> Description:
     if isinstance(content, (dict, list)) or (isinstance(content, str) and (content.isascii() or _utf8(content))):
         return Description(role, _as_text(content), "$.content")
     return Description(role, _as_text(content))
+
+
+def payload_text(fields: dict[str, Any]) -> str:
+    """Encoded fields as the compact JSON text of a payload.
+
+    Lone surrogates cannot be stored as UTF-8 text; ``\\u`` escapes can, and
+    ``json.loads`` gives the same string back, so such a payload is written in ASCII.
+    """
+    text = _dumps(fields)
+    return text if text.isascii() or _utf8(text) else _dumps_ascii(fields)
 
 
 def _utf8(text: str) -> bool:
@@ -409,8 +444,10 @@ _NO_DEFAULT: Any = object()
 # Factories whose result is the same empty value every time, so a field equal to
 # it can be left out of the payload and rebuilt on decoding.
 _PURE_FACTORIES: tuple[Any, ...] = (dict, list, tuple, str, set, frozenset)
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
+# Without the circular-reference check: the tree handed over is built fresh by _encode_value (a value holding
+# itself fails there, as too deep), and the check costs a sixth of the dump.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False).encode
+_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False).encode
 
 
 def _layout(cls: type[BaseEvent]) -> list[tuple[str, Any]]:

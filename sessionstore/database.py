@@ -47,6 +47,7 @@ __all__ = [
     "prepare",
     "read_revision",
     "transaction",
+    "truncate_wal",
 ]
 
 BUSY_TIMEOUT = 30.0
@@ -100,7 +101,10 @@ def connect(
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         if max_pages is not None:
             conn.execute(f"PRAGMA max_page_count = {int(max_pages)}")
-        if not write:
+        if write:
+            # Deleted means gone: a deleted row's bytes are overwritten, not left in free space.
+            conn.execute("PRAGMA secure_delete = ON")
+        else:
             conn.execute("PRAGMA query_only = ON")
         if check_tables:
             names = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -202,6 +206,26 @@ def prepare(
     from . import migrate
 
     migrate.prepare_database(path, auto_upgrade=auto_upgrade, busy_timeout=busy_timeout)
+
+
+def truncate_wal(path: Path, busy_timeout: float = BUSY_TIMEOUT, attempts: int = 20) -> bool:
+    """Copy the write-ahead log into the file and empty it, so no earlier version of a page stays in it.
+
+    Needs a moment when no reader holds an older snapshot; tried a few times.
+    Returns whether the log was emptied.
+    """
+    conn = connect(path, busy_timeout=busy_timeout)
+    try:
+        for _ in range(attempts):
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return True
+            time.sleep(0.05)
+        return False
+    except sqlite3.Error as exc:
+        raise from_sqlite(exc, path) from exc
+    finally:
+        conn.close()
 
 
 def create_file(path: Path) -> None:

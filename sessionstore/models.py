@@ -41,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["EVENT_TEXT", "Base", "Event", "Session", "UtcDateTime"]
+__all__ = ["Base", "Event", "Session", "UtcDateTime"]
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -67,14 +67,6 @@ class UtcDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
-
-
-EVENT_TEXT = (
-    "CASE WHEN {e}.text_path IS NULL THEN {e}.text"
-    " WHEN json_valid({e}.payload) THEN json_extract({e}.payload, {e}.text_path) END"
-)
-"""SQL for the text of an events row aliased ``{e}``: the stored text, or the payload's string at its path
-(none for a payload edited by hand into bad JSON). The views of revision 0003 use the same expression."""
 
 
 class Base(DeclarativeBase):
@@ -125,7 +117,7 @@ class Event(Base):
     # What the event's codec said of it when it was written (Codec.describe):
     # the views and the full-text index read these, never a codec's JSON.
     # The text is kept here, or, when it is a string in the payload, where
-    # (text_path, a JSON path), so it is not stored twice. See EVENT_TEXT.
+    # (text_path, a JSON path), so it is not stored twice; the transcript view reads whichever is there.
     role: Mapped[str | None] = mapped_column(Text)
     text: Mapped[str | None] = mapped_column(Text)
     text_path: Mapped[str | None] = mapped_column(Text)

@@ -21,6 +21,7 @@ __all__ = [
     "HISTORY",
     "HISTORY_BYTES",
     "INSERT_EVENT",
+    "MERGE_INDEX",
     "NEW_SESSION",
     "OVERVIEW",
     "RESOLVE_PREFIX",
@@ -85,6 +86,11 @@ TOUCH_SESSION = (
 )
 
 SET_TITLE = "UPDATE sessions SET title = :title WHERE session_id = :sid"
+
+# One step of merging the full-text index's segments (a negative page count merges whatever is there, however
+# few): a deleted event's words stay in the index's older segments until they are merged away. A step that
+# found nothing left to merge changes one row (the command itself). SQLite's FTS5 only.
+MERGE_INDEX = "INSERT INTO events_fts (events_fts, rank) VALUES ('merge', -64)"
 
 # -- reads -------------------------------------------------------------------------------------
 

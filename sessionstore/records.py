@@ -31,6 +31,7 @@ __all__ = [
     "events_of",
     "fts_query",
     "history",
+    "is_current",
     "iter_sessions",
     "list_sessions",
     "load_session",
@@ -137,7 +138,11 @@ def reading(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[s
         conn.close()
 
 
-def _current(conn: sqlite3.Connection) -> bool:
+def is_current(conn: sqlite3.Connection) -> bool:
+    """Whether the file is at this version's schema revision (reading an older one works, with less in it).
+
+    Asked once per command: the storage's own reads skip it (it opened its file at head).
+    """
     return read_revision(conn)[0] == HEAD
 
 
@@ -196,16 +201,22 @@ _LEGACY_OVERVIEW = (
 )
 
 
-def _overview(conn: sqlite3.Connection, sql: str) -> str:
-    return sql if _current(conn) else sql.replace("FROM session_overview", f"FROM {_LEGACY_OVERVIEW}")
+def _overview(sql: str, current: bool) -> str:
+    return sql if current else sql.replace("FROM session_overview", f"FROM {_LEGACY_OVERVIEW}")
 
 
 def iter_sessions(
-    conn: sqlite3.Connection, *, cwd: str | None = None, limit: int | None = None, where: str = "", **params: Any
+    conn: sqlite3.Connection,
+    *,
+    cwd: str | None = None,
+    limit: int | None = None,
+    where: str = "",
+    current: bool = True,
+    **params: Any,
 ) -> Iterator[SessionRecord]:
-    """Sessions newest first, one at a time (a listing of every session never holds them all)."""
+    """Sessions most recently active first, one at a time (a listing of every session never holds them all)."""
     sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
-    for row in conn.execute(_overview(conn, sql), {"cwd": cwd, "limit": limit, **params}):
+    for row in conn.execute(_overview(sql, current), {"cwd": cwd, "limit": limit, **params}):
         yield record_of(row)
 
 
@@ -226,13 +237,14 @@ def session_page(
     sql = queries.list_sessions(
         cwd=cwd is not None, after=cursor is not None, limit=limit is not None, order="created_at"
     )
-    rows = [record_of(row) for row in conn.execute(_overview(conn, sql), params)]
+    rows = [record_of(row) for row in conn.execute(sql, params)]
     return page_of(rows, limit)
 
 
-def load_session(conn: sqlite3.Connection, sid: str) -> SessionRecord | None:
+def load_session(conn: sqlite3.Connection, sid: str, *, current: bool = True) -> SessionRecord | None:
     """The stored record of one session (its title only if one was set), or ``None``."""
-    rows = conn.execute(_overview(conn, queries.OVERVIEW + " WHERE session_id = :sid"), {"sid": sid}).fetchall()
+    sql = _overview(queries.OVERVIEW + " WHERE session_id = :sid", current)
+    rows = conn.execute(sql, {"sid": sid}).fetchall()
     if not rows:
         return None
     record = record_of(rows[0])
@@ -338,9 +350,9 @@ def text_at(payload: str, path: str) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def events_of(conn: sqlite3.Connection, sid: str) -> list[StoredEvent]:
+def events_of(conn: sqlite3.Connection, sid: str, *, current: bool = True) -> list[StoredEvent]:
     """A session's events as stored, each with its role and text, in order."""
-    if not _current(conn) and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
+    if not current and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
         return _legacy_events(conn, sid)
     events = []
     for position, kind, payload, created, role, text, path in conn.execute(queries.EVENTS_OF, {"sid": sid}):
@@ -373,7 +385,7 @@ def list_sessions(db: str | Path, *, cwd: str | None = None, limit: int | None =
     """``sessionstore list``: stored sessions newest first, streamed (the file stays open while iterated)."""
     check_limit(limit)
     with reading(db) as conn:
-        yield from iter_sessions(conn, cwd=cwd, limit=limit)
+        yield from iter_sessions(conn, cwd=cwd, limit=limit, current=is_current(conn))
 
 
 def read_session(db: str | Path, prefix: str) -> tuple[SessionRecord, list[StoredEvent]]:
@@ -381,8 +393,9 @@ def read_session(db: str | Path, prefix: str) -> tuple[SessionRecord, list[Store
     with reading(db) as conn:
         conn.execute("BEGIN")
         sid = resolve(conn, prefix)
-        (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid)
-        return record, events_of(conn, sid)
+        current = is_current(conn)
+        (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
+        return record, events_of(conn, sid, current=current)
 
 
 def fts_query(text: str) -> str:

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from . import queries, records
-from .codec import Codec, JsonCodec
-from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare
+from .codec import Codec, JsonCodec, decode_all
+from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, truncate_wal
 from .errors import InvalidSessionIdError, StorageError, from_sqlite
 from .lane import Work, WriteLane
 from .storage import (
@@ -54,7 +54,10 @@ __all__ = ["SQLiteStorage"]
 
 T = TypeVar("T")
 
-_CACHE_STREAMS = 256
+CACHE_BYTES = 32 * 1024 * 1024
+"""How much stored text (payloads) the read cache may stand for, by default: the histories this process read or
+wrote last, kept so a read or a ``set_history`` of an unchanged history costs no decoding. Decoded events take a
+few times their text in memory."""
 # updated_at is kept to within this much of the latest write: restamping it (and
 # its two indexes) on every event of a burst would double what each commit writes.
 _UPDATED_AT_SLACK = timedelta(seconds=1)
@@ -73,6 +76,8 @@ class _Cached:
     row_id: int
     revision: int
     items: list[Any]
+    size: int
+    """The bytes of stored text the items stand for (what the cache's bound counts)."""
 
 
 def _hex_id(stream_id: object) -> str:
@@ -110,6 +115,8 @@ class SQLiteStorage:
     long (seconds) a write waits for another process's write lock.
     ``max_pages`` caps the file's size in pages (SQLite's ``max_page_count``):
     a write past it fails whole with :class:`~sessionstore.DatabaseFullError`.
+    ``cache_bytes`` bounds the read cache by the stored text it stands for
+    (:data:`CACHE_BYTES` by default; 0 turns it off).
     A file (or ``-wal``/``-shm``) owned by another user or writable by others
     is refused with :class:`~sessionstore.UnsafeFileError` unless
     ``allow_shared_file``.
@@ -126,6 +133,7 @@ class SQLiteStorage:
         read_pool_size: int = 4,
         max_pages: int | None = None,
         allow_shared_file: bool = False,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         if synchronous not in SYNCHRONOUS:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
@@ -135,6 +143,10 @@ class SQLiteStorage:
             raise ValueError(f"max_pages must be positive when set, got {max_pages}")
         if read_pool_size < 1:
             raise ValueError(f"read_pool_size must be at least 1, got {read_pool_size}")
+        if cache_bytes < 0:
+            raise ValueError(f"cache_bytes must not be negative, got {cache_bytes}")
+        self.cache_bytes = cache_bytes
+        self._cached_bytes = 0
         self.path = Path(path).expanduser()
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
@@ -244,6 +256,7 @@ class SQLiteStorage:
         self._readers = None
         with self._cache_lock:
             self._cache.clear()
+            self._cached_bytes = 0
         if readers is not None:
             await asyncio.get_running_loop().run_in_executor(None, readers.shutdown)
         opened, self._all_readers = self._all_readers, []
@@ -290,10 +303,27 @@ class SQLiteStorage:
         return int(row[0]), int(row[1])
 
     def _cache_put(self, sid: str, entry: _Cached) -> None:
+        """Keep ``entry`` as the latest, and let the oldest go while the cache stands for more than its bound."""
+        self._cache_drop(sid)
+        if entry.size > self.cache_bytes:
+            return  # larger than the whole cache: read from the file each time instead
         self._cache[sid] = entry
-        self._cache.move_to_end(sid)
-        while len(self._cache) > _CACHE_STREAMS:
-            self._cache.popitem(last=False)
+        self._cached_bytes += entry.size
+        while self._cached_bytes > self.cache_bytes:
+            self._cached_bytes -= self._cache.popitem(last=False)[1].size
+
+    def _cache_drop(self, sid: str) -> None:
+        old = self._cache.pop(sid, None)
+        if old is not None:
+            self._cached_bytes -= old.size
+
+    def _cache_grow(self, entry: _Cached, item: Any, size: int) -> None:
+        entry.items.append(item)
+        entry.revision += 1
+        entry.size += size
+        self._cached_bytes += size
+        while self._cached_bytes > self.cache_bytes and self._cache:
+            self._cached_bytes -= self._cache.popitem(last=False)[1].size
 
     def _cached(self, sid: str, row_id: int, revision: int) -> _Cached | None:
         with self._cache_lock:
@@ -321,10 +351,9 @@ class SQLiteStorage:
             def after_commit() -> None:
                 cached = self._cache.get(sid)
                 if cached is not None and cached.row_id == row_id and cached.revision == revision:
-                    cached.items.append(item)
-                    cached.revision += 1
+                    self._cache_grow(cached, item, len(payload))
                 else:
-                    self._cache.pop(sid, None)
+                    self._cache_drop(sid)
 
             return None, after_commit
 
@@ -342,10 +371,10 @@ class SQLiteStorage:
             cached = self._cached(sid, row_id, revision)
             if cached is not None:
                 return list(cached.items)
-        decode = self.codec.decode
-        events = [decode(type_name, payload) for type_name, payload in rows]
+        events = decode_all(self.codec, rows)
+        size = sum(len(payload) for _, payload in rows)
         with self._cache_lock:
-            self._cache_put(sid, _Cached(row_id, revision, list(events) if frozen else rows))
+            self._cache_put(sid, _Cached(row_id, revision, list(events) if frozen else rows, size))
         return events
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
@@ -367,8 +396,10 @@ class SQLiteStorage:
             row_id, revision = self._ensure_session(conn, sid, now_dt, now)
             cached = self._cached(sid, row_id, revision)
             keep = 0
+            # The file's (type, payload) rows, when this process's cache cannot stand for them.
+            stored: list[tuple[str, str]] | None = None if cached is not None else records.stored_events(conn, row_id)
             if encoded is not None:
-                stored_texts = cached.items if cached is not None else records.stored_events(conn, row_id)
+                stored_texts: list[Any] = cached.items if cached is not None else stored or []
                 stored_count = len(stored_texts)
                 limit = min(stored_count, len(new))
                 while keep < limit and encoded[keep] == stored_texts[keep]:
@@ -386,11 +417,16 @@ class SQLiteStorage:
                 while keep < limit and (new[keep] is old[keep] or encode(new[keep]) == encode(old[keep])):
                     keep += 1
             else:
-                stored = records.stored_events(conn, row_id)
+                assert stored is not None
                 stored_count = len(stored)
                 limit = min(stored_count, len(new))
                 while keep < limit and encode(new[keep]) == stored[keep]:
                     keep += 1
+            if stored is not None:
+                kept_size = sum(len(payload) for _, payload in stored[:keep])
+            else:  # the cache knows its size, not each row's: the kept rows' share of it
+                assert cached is not None
+                kept_size = cached.size * keep // stored_count if stored_count else 0
             changes = 0
             if keep < stored_count:
                 deleted = conn.execute(queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep})
@@ -410,26 +446,42 @@ class SQLiteStorage:
                 conn.executemany(queries.INSERT_EVENT, rows)
                 changes += len(rows)
 
+            size = kept_size + sum(len(str(row["payload"])) for row in rows)
+
             def after_commit() -> None:
-                self._cache_put(sid, _Cached(row_id, revision + changes, new if encoded is None else encoded))
+                items = new if encoded is None else encoded
+                self._cache_put(sid, _Cached(row_id, revision + changes, items, size))
 
             return None, after_commit
 
         await self._submit(work)
 
     async def drop_history(self, stream_id: StreamId) -> None:
-        """Delete the session and all its events."""
+        """Delete the session and all its events, unrecoverably, from the file, its index and its log."""
         sid = _hex_id(stream_id)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             conn.execute(queries.DELETE_SESSION, {"sid": sid})
 
             def after_commit() -> None:
-                self._cache.pop(sid, None)
+                self._cache_drop(sid)
 
             return None, after_commit
 
         await self._submit(work)
+        await self._forget_deleted()
+
+    async def _forget_deleted(self) -> None:
+        # Deleted means gone (see admin.forget_deleted): the index's segments merged a step per transaction,
+        # interleaved with the other writes of the lane, then the write-ahead log emptied.
+        def merge(conn: sqlite3.Connection) -> tuple[bool, None]:
+            before = conn.total_changes
+            conn.execute(queries.MERGE_INDEX)
+            return conn.total_changes - before > 1, None
+
+        while await self._submit(merge):
+            pass
+        await asyncio.to_thread(truncate_wal, self.path, self.busy_timeout)
 
     # -- SessionCatalog -----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 from . import queries, records
-from .admin import in_batches, writable
+from .admin import forget_deleted, in_batches, writable
 from .codec import ROLES, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
@@ -60,11 +60,12 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
     def dump(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
 
+    current = records.is_current(conn)
     if ids is None:
         ids = [str(r[0]) for r in conn.execute("SELECT session_id FROM sessions ORDER BY id")]
     yield dump({"format": EXPORT_FORMAT, "version": EXPORT_VERSION})
     for done, sid in enumerate(ids, 1):
-        record = records.load_session(conn, sid)
+        record = records.load_session(conn, sid, current=current)
         assert record is not None  # read inside the snapshot the ids came from
         yield dump(
             {
@@ -80,7 +81,7 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
                 "released": record.released,
             }
         )
-        for event in records.events_of(conn, sid):
+        for event in records.events_of(conn, sid, current=current):
             yield dump(
                 {
                     "kind": "event",
@@ -476,4 +477,6 @@ def _import_into(path: Path, source: Path, replace: bool, total: int, progress: 
                 events += count
             if progress is not None:
                 progress(done, total)
+        if counts["replaced"]:
+            forget_deleted(conn, path)  # the sessions replaced are gone, not merely unlisted
     return ImportSummary(events=events, **counts)

@@ -221,3 +221,32 @@ def test_only_pure_defaults_are_left_out_of_the_payload() -> None:
     type_name, payload = codec.encode(event)
     assert json.loads(payload) == {"ident": {"$uuid": str(event.ident)}}
     assert codec.decode(type_name, payload) == event
+
+
+def test_decoding_a_long_history_pauses_the_collector_and_restores_it() -> None:
+    import gc
+
+    from sessionstore.codec import decode_all
+
+    rows = [codec.encode(ModelMessage(f"m{i}", metadata={"i": i})) for i in range(2000)]
+    expected = [ModelMessage(f"m{i}", metadata={"i": i}) for i in range(2000)]
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        decoded = decode_all(codec, rows)
+        during = len(collections)
+    finally:
+        gc.callbacks.remove(count)
+    assert decoded == expected
+    assert during == 0 and gc.isenabled()  # no collection in the middle, and the collector is back on
+    gc.disable()
+    try:
+        decode_all(codec, rows[:3])
+        assert not gc.isenabled()  # one the application had turned off stays off
+    finally:
+        gc.enable()

@@ -4,6 +4,17 @@
 applications that use it.
 """
 
-from .codec import AG2Codec
+import importlib.util
 
-__all__ = ["AG2Codec"]
+# Said once, here, rather than as whichever of AG2's modules an import happens to reach first.
+for _needed in ("ag2", "acp"):
+    if importlib.util.find_spec(_needed) is None:
+        raise ModuleNotFoundError(
+            f"sessionstore.ag2 needs AG2 with ACP ({_needed!r} is not installed): pip install 'sessionstore[ag2]'",
+            name=_needed,
+        )
+
+from .agent import DurableACPAgent  # noqa: E402
+from .codec import AG2Codec  # noqa: E402
+
+__all__ = ["AG2Codec", "DurableACPAgent"]

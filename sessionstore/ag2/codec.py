@@ -66,6 +66,7 @@ from uuid import UUID
 import acp.exceptions
 import ag2.exceptions as ag2_errors
 from ag2.acp.events import ACPAvailableCommands, ACPElicitation, ACPModeChange, ACPPlan, ACPPlanEntry
+from ag2.acp.executor import CANCELLED_TOOL_RESULT
 from ag2.compact import CompactionSummary
 from ag2.events import (
     AggregationCompleted,
@@ -132,11 +133,22 @@ from ag2.events.task_events import TaskEvent
 from ag2.events.tool_events import ToolEvent
 from ag2.events.types import ModelEvent
 from ag2.files.types import FileProvider, UploadedFile
+from ag2.history import HUMAN_INPUT_ABANDONED_TOOL_RESULT
 from ag2.task import TaskSpec
 from pydantic import BaseModel
 
 from .. import errors
-from ..codec import NOT_MINE, Description, _as_text, _decode_tag, _encode_value, _make_parser, _Undecodable, _utf8
+from ..codec import (
+    NOT_MINE,
+    Description,
+    _as_text,
+    _decode_tag,
+    _encode_value,
+    _make_parser,
+    _Undecodable,
+    _utf8,
+    payload_text,
+)
 from ..errors import EventEncodeError
 
 __all__ = [
@@ -332,11 +344,6 @@ _RAISED_AS: Final = "_sessionstore_raised_as"
 # Names applications may not take: AG2's future classes get names under these.
 _RESERVED_PREFIXES: Final = ("ag2.", "acp.", "sessionstore.")
 
-
-# The JSON codec's text settings, without the circular-reference check: the tree handed over is built fresh by
-# encode (a value holding itself fails there, as too deep), and the check costs a sixth of the dump.
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False).encode
-_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False).encode
 
 # Stored as they are: the JSON values no tag is ever needed for (a float only when finite).
 _PLAIN_VALUES: Final = frozenset({str, int, bool, type(None)})
@@ -641,14 +648,7 @@ class AG2Codec:
             fields = self._fields(event, "")
         except RecursionError:
             raise EventEncodeError(f"{cls.__name__} is nested too deeply (or holds itself) to be stored") from None
-        text = _dumps(fields)
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                # Lone surrogates cannot be stored as UTF-8 text; \u escapes can.
-                text = _dumps_ascii(fields)
-        return type_name, text
+        return type_name, payload_text(fields)
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
         plan = self._events.get(type_name)
@@ -670,7 +670,9 @@ class AG2Codec:
         ``ToolResultEvent``, then inside a ``ToolResultsEvent``). The loose ones carry
         them here: one per call, emitted as each call runs (server-side builtin calls,
         client-run calls and final tools included, which the batches miss). The
-        batches, ``ClientToolCallEvent`` and a response with no text get no role.
+        batches, ``ClientToolCallEvent`` and a response with no text get no role,
+        except a batch holding the stand-in results AG2 writes when it repairs a turn
+        that stopped mid-call: those exist nowhere else, so the batch tells them.
         """
         if isinstance(event, ModelRequest):
             return _parts("user", event.parts, "$.parts")
@@ -686,6 +688,9 @@ class AG2Codec:
             if isinstance(result, ToolResult):
                 return _parts("tool", result.parts, '$.result."$dataclass"[1].parts')
             return Description("tool", _as_text(result))
+        if isinstance(event, ToolResultsEvent):
+            stand_ins = [_inputs_text(r.result.parts) for r in event.results if _is_stand_in(r)]
+            return Description("tool", "\n".join(filter(None, stand_ins))) if stand_ins else Description(None, None)
         if isinstance(event, HumanMessage):
             return _at("user", event.content, "$.content")
         if isinstance(event, HumanInputRequest):  # the agent asking the person (ACP replays it as the agent's)
@@ -1041,6 +1046,15 @@ def _unsupported(tp: Any, known: dict[str, set[type]]) -> str | None:
         if getattr(tp, "_is_protocol", False):
             return None  # e.g. AG2's StandardDataclass: each value is checked when it is stored
     return f"a {getattr(tp, '__name__', tp)} cannot be stored and read back as itself"
+
+
+# What AG2 writes in place of a result when it closes off a turn stopped mid-call (ag2.history and ag2.acp).
+_STAND_INS = frozenset({CANCELLED_TOOL_RESULT, HUMAN_INPUT_ABANDONED_TOOL_RESULT})
+
+
+def _is_stand_in(event: Any) -> bool:
+    result = getattr(event, "result", None)
+    return isinstance(result, ToolResult) and _inputs_text(result.parts) in _STAND_INS
 
 
 def _at(role: str, text: Any, path: str) -> Description:

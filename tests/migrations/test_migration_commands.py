@@ -96,3 +96,10 @@ def test_the_wheel_carries_the_migrations(tmp_path: Path) -> None:
     assert f"{PREVIOUS} -> {HEAD} (head): " in run([sessionstore, "db", "history"], cwd=work, env=env)
     assert "to base" in run([sessionstore, "db", "downgrade", "base", "--db", "new.db"], cwd=work, env=env)
     assert f"to {HEAD}" in run([sessionstore, "db", "upgrade", "--db", "new.db"], cwd=work, env=env)
+
+    # Without the ag2 extra, the AG2 adapter says which extra to install (and the rest never needed it).
+    missing = subprocess.run(
+        [python, "-c", "import sessionstore.ag2"], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.strip().endswith("pip install 'sessionstore[ag2]'")

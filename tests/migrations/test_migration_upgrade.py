@@ -23,7 +23,7 @@ from sessionstore import (
     migrate,
 )
 from sessionstore.codec import legacy_description
-from sessionstore.models import EVENT_TEXT
+from sessionstore.records import text_at
 
 REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]
 Build = Callable[[str], Path]
@@ -69,10 +69,11 @@ async def test_a_file_at_every_older_revision_upgrades_on_open_with_every_row_in
             for row_id, kind, payload in conn.execute("SELECT id, type, payload FROM events ORDER BY id")
         ]
 
+        # The text a person reads: stored, or at its path in the payload (what records.text_at reads there).
         assert [
-            (row_id, role, text, path)
-            for row_id, role, text, path in conn.execute(
-                f"SELECT id, role, {EVENT_TEXT.format(e='e')}, text_path FROM events AS e ORDER BY id"
+            (row_id, role, text if path is None else text_at(payload, path), path)
+            for row_id, payload, role, text, path in conn.execute(
+                "SELECT id, payload, role, text, text_path FROM events ORDER BY id"
             )
         ] == described
         # A string content is kept once, in the payload; only other text is stored.

@@ -26,7 +26,6 @@ from sessionstore import (
     UnknownEvent,
     UserMessage,
 )
-from sessionstore.models import EVENT_TEXT
 
 
 class Note:
@@ -61,11 +60,11 @@ class NoteCodec:
 
 
 def stored(path: Path) -> list[tuple[Any, ...]]:
+    """Each row's position, payload, role, text and text path, and the text a person reads (the transcript's)."""
     with sqlite3.connect(path) as conn:
-        return conn.execute(
-            f"SELECT position, payload, role, text, text_path, {EVENT_TEXT.format(e='e')} FROM events AS e"
-            " ORDER BY position"
-        ).fetchall()
+        rows = conn.execute("SELECT position, payload, role, text, text_path FROM events ORDER BY position").fetchall()
+        shown = dict(conn.execute("SELECT position, text FROM transcript").fetchall())
+    return [(*row, shown.get(row[0])) for row in rows]
 
 
 async def test_a_mutable_event_is_stored_as_it_was_when_saved(tmp_path: Path) -> None:

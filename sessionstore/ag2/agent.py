@@ -1,0 +1,703 @@
+"""``DurableACPAgent``: AG2's ``ACPAgent`` with its sessions kept in one SQLite file.
+
+Where an application had ``ACPAgent(agent, ...)`` it writes
+``DurableACPAgent(agent, "agent.db", ...)``. Everything ``ACPAgent`` does stays
+as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
+
+* AG2's history goes to ``SQLiteStorage(path, codec=AG2Codec())``, so a
+  conversation outlives the process that had it;
+* every session has a row (context, title, times, released flag) kept in step
+  with AG2's own registry, so ``session/list`` can list sessions of earlier
+  processes and ``sessionstore list``/``prune`` see them too;
+* ``session/list``, ``session/resume`` and ``session/close`` are served (resume
+  and close are routed by the SDK only with its unstable protocol on, so the
+  agent serves with it on), and a title can be set with the extension method
+  ``_sessionstore/set_title``. ``session/delete`` has no route in the SDK
+  (0.12); ``sessionstore delete ID`` deletes a session from the file.
+
+AG2 1.2 has no public hook for any of that, so it leans on a few of AG2's
+private names. All of them are touched in one place, the block marked
+"AG2 internals" below, and :data:`TESTED_AG2_VERSIONS` says which AG2 releases
+that block was checked against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import logging
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, cast
+from uuid import UUID
+
+import acp
+from acp import schema
+from acp.agent.connection import AgentSideConnection
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+from acp.stdio import stdio_streams
+from ag2 import Agent
+from ag2.acp import ACPAgent, SessionConfig
+from ag2.acp.agent import _ConnectionScope  # AG2 internals: see the block below
+from ag2.acp.executor import heal_cancelled_turn, isolate_variables
+from ag2.acp.guard import guard_router
+from ag2.acp.sessions import AgentSession, SessionLimitError, SessionStore, UnknownSessionError
+from ag2.agent import _get_stream_turn_lock  # AG2 internals: see the block below
+from ag2.history import unanswered_tool_calls
+from pydantic import BaseModel
+
+from ..errors import StorageError
+from ..registry import storage_catalog
+from ..sqlite import SQLiteStorage
+from ..storage import SessionCatalog, SessionRecord, Storage
+from .codec import AG2Codec
+
+if TYPE_CHECKING:
+    from ag2.stream import MemoryStream
+
+__all__ = ["SET_TITLE_METHOD", "TESTED_AG2_VERSIONS", "DurableACPAgent"]
+
+logger = logging.getLogger(__name__)
+
+TESTED_AG2_VERSIONS = ("1.2.1",)
+"""AG2 releases the "AG2 internals" block below was read against and tested with.
+
+``tests/ag2/test_acp_agent.py`` fails when the installed AG2 is not one of them:
+a new release has to be checked (and added here) before it is trusted.
+"""
+
+SET_TITLE_METHOD = "_sessionstore/set_title"
+"""The ACP extension request a client sends to name a session: ``{"sessionId": ..., "title": ...}``.
+
+ACP has no request for it; ``title: null`` (or blank) clears the title, after
+which the session is listed under its first prompt again.
+"""
+
+DEFAULT_LIST_PAGE_SIZE = 50
+
+
+def _json_servers(servers: list[Any]) -> list[Any]:
+    """MCP server declarations as plain JSON (AG2 keeps them as the SDK's pydantic models)."""
+    return [s.model_dump(mode="json", by_alias=True) if isinstance(s, BaseModel) else s for s in servers]
+
+
+def _record(session: AgentSession, *, stored: SessionRecord | None = None) -> SessionRecord:
+    """The row for ``session``'s current context, live (not released).
+
+    Title and times are carried over from ``stored``: loading or resuming a session is not activity in it,
+    and ``updatedAt`` stays the end of its last turn.
+    """
+    now = datetime.now(UTC)
+    return SessionRecord(
+        session_id=session.session_id,
+        cwd=session.cwd,
+        additional_directories=list(session.additional_directories),
+        mcp_servers=_json_servers(list(session.mcp_servers)),
+        meta=dict(session.meta),
+        title=stored.title if stored is not None else None,
+        created_at=stored.created_at if stored is not None else now,
+        updated_at=stored.updated_at if stored is not None else now,
+        released=False,
+    )
+
+
+RESOURCE_NOT_FOUND = -32002  # ACP's code for an unknown session (acp.RequestError.resource_not_found)
+INTERNAL_ERROR = -32603  # JSON-RPC's, which AG2 answers a failed turn with
+
+
+def _not_found(session_id: str) -> acp.RequestError:
+    # The same answer AG2 gives for an id it does not know.
+    return acp.RequestError.resource_not_found(f"acp-session:{session_id}")
+
+
+def _parse_id(session_id: object) -> UUID:
+    if not isinstance(session_id, str):
+        raise acp.RequestError.invalid_params({"reason": "sessionId must be a string"})
+    try:
+        return UUID(session_id)
+    except ValueError:
+        raise _not_found(session_id) from None
+
+
+# -- AG2 internals -------------------------------------------------------------------------------------------------
+# From here down to "end of AG2 internals", this module uses names AG2 keeps private. Read against ag2/acp/agent.py,
+# sessions.py, guard.py and ag2/agent.py of the versions in TESTED_AG2_VERSIONS; the names are listed in
+# AG2_INTERNALS / AG2_INTERNAL_SLOTS, which the tests check against the installed AG2.
+#
+# * ag2.acp.agent._ConnectionScope, the per-connection object ACPAgent.bind returns: subclassed to serve the session
+#   methods AG2 leaves out (list, resume, close, set_title), to stamp turn ends and to advertise them
+#   (_capabilities). Uses its _owner, _client, _sessions, _require_session_scope and _parse_session_id.
+# * ag2.acp.sessions.SessionStore, AG2's registry (the executor needs its MemoryStream per session): subclassed so
+#   the rows follow it. Uses _lock and _sessions (to pop a session on close), _discard (stops a session's work:
+#   close and disconnect), _release (eviction and expiry), _retain.
+# * ACPAgent: _session_config (the registry's config), _observe (the on_session hook), _scope; and the served
+#   Agent's _agent_variables, which seed an adopted session as AG2's own load seeds it.
+# * ag2.agent._get_stream_turn_lock: the lock AG2's load holds while repairing, so a repair never runs under a
+#   turn driving the same stream from another connection; resume holds it too.
+# * acp's AgentSideConnection._conn._handler: where ag2.acp.guard.serve installs its _meta guard; done the same
+#   way here, with the unstable protocol on (session/resume and session/close are routed only then).
+
+AG2_INTERNALS: dict[type, tuple[str, ...]] = {
+    _ConnectionScope: ("_capabilities", "_require_session_scope", "_parse_session_id", "load_session", "prompt"),
+    SessionStore: ("_discard", "_release", "forget", "get_or_adopt", "create", "stream", "get"),
+    ACPAgent: ("_observe", "bind", "sessions", "agent"),
+}
+"""The private (and overridden) names this module relies on, per class; the tests check they all exist."""
+AG2_INTERNAL_SLOTS: dict[type, tuple[str, ...]] = {
+    _ConnectionScope: ("_owner", "_client", "_sessions"),
+    SessionStore: ("_lock", "_sessions", "_retain"),
+    ACPAgent: ("_session_config", "_scope"),
+}
+"""Instance attributes read or written here, as AG2 declares them in ``__slots__``."""
+
+
+class _DurableSessions(SessionStore):
+    """AG2's registry, with each session's row kept in step in the catalog.
+
+    * created: row written before the id is handed out (a failed write unregisters the session);
+    * adopted by load or resume: row written back with the request's context, ``released`` cleared, title and
+      creation time kept;
+    * forgotten (a refused new session or load): a row this registry made is deleted again, a row that was
+      there before is put back as it was;
+    * let go (close, eviction, expiry, the connection ending): with ``retain_history`` the row stays, marked
+      released, its ``updated_at`` still the last activity; without, it is deleted with its events.
+    """
+
+    __slots__ = ("_catalog", "_found")
+
+    def __init__(self, catalog: SessionCatalog, config: SessionConfig) -> None:
+        super().__init__(
+            max_sessions=config.max_sessions,
+            ttl=config.ttl,
+            storage=config.storage,
+            max_queued=config.max_queued,
+            max_concurrent_turns=config.max_concurrent_turns,
+            max_active_prompts=config.max_active_prompts,
+            retain_history=config.retain_history,
+        )
+        self._catalog = catalog
+        # The row as it was before this registry adopted the session (None: there was none), kept until the
+        # session is let go, so a refused load can put it back exactly.
+        self._found: dict[str, SessionRecord | None] = {}
+
+    @property
+    def catalog(self) -> SessionCatalog:
+        return self._catalog
+
+    async def create(self, **context: Any) -> AgentSession:
+        session = await super().create(**context)
+        try:
+            await self._catalog.save_session(_record(session))
+        except BaseException:
+            await super().forget(session.session_id)
+            raise
+        self._found[session.session_id] = None
+        return session
+
+    async def get_or_adopt(self, stream_id: UUID, **context: Any) -> tuple[AgentSession, bool]:
+        session, adopted = await super().get_or_adopt(stream_id, **context)
+        if not adopted:
+            return session, adopted
+        try:
+            stored = await self._catalog.load_session(stream_id)
+            if stored is not None and not session.meta:
+                # The request carried no _meta: the session keeps what it was created with, as a live one does.
+                session.meta = dict(stored.meta)
+            await self._catalog.save_session(_record(session, stored=stored))
+        except BaseException:
+            await super().forget(session.session_id)
+            raise
+        self._found[session.session_id] = stored
+        return session, adopted
+
+    async def save_context(self, session: AgentSession) -> None:
+        """Write the session's current context (a live session's load or resume refreshes it)."""
+        stored = await self._catalog.load_session(session.stream_id)
+        await self._catalog.save_session(_record(session, stored=stored))
+
+    async def forget(self, session_id: str) -> None:
+        session = self._sessions.get(session_id)
+        await super().forget(session_id)
+        if session is None or session_id not in self._found:
+            return
+        found = self._found.pop(session_id)
+        if found is not None:
+            await self._catalog.save_session(found)
+        elif not list(await self.storage.get_history(session.stream_id)):
+            await self.storage.drop_history(session.stream_id)
+
+    async def let_go(self, session_id: str) -> None:
+        """``session/close``: stop the session's work and let it go, retained or deleted per ``retain_history``.
+
+        AG2's own ``close`` (kept as it is) always deletes. ACP's ``session/close`` only frees what the agent holds
+        for the session, so whether its history outlives that is ``retain_history``'s call, as for a disconnect;
+        ``sessionstore delete`` is the deliberate delete.
+        """
+        async with self._lock:
+            session = self._sessions.pop(session_id, None)
+        if session is None:
+            raise UnknownSessionError(session_id)
+        await self._discard(session, drop=not self._retain)
+
+    async def _discard(self, session: AgentSession, *, drop: bool) -> None:
+        await super()._discard(session, drop=drop)
+        await self._let_go(session, drop=drop)
+
+    async def _release(self, session: AgentSession) -> None:
+        await super()._release(session)
+        await self._let_go(session, drop=not self._retain)
+
+    async def _let_go(self, session: AgentSession, *, drop: bool) -> None:
+        self._found.pop(session.session_id, None)
+        if drop:
+            return  # AG2 dropped the history, which deletes the row and its events
+        # Bookkeeping: a failure is logged, so one session's row cannot keep the others from being let go.
+        try:
+            stored = await self._catalog.load_session(session.stream_id)
+            if stored is not None and not stored.released:
+                # Not touch_session: letting go is not activity, and updatedAt is what session/list and
+                # sessionstore prune read as the last activity.
+                await self._catalog.save_session(replace(stored, released=True))
+        except Exception:
+            logger.warning("could not mark session %s released", session.session_id, exc_info=True)
+
+
+class _DurableScope(_ConnectionScope):
+    """One client connection: AG2's scope plus session/list, resume, close and set_title."""
+
+    __slots__ = ()
+
+    def __init__(self, owner: DurableACPAgent, client: acp.Client | None) -> None:
+        super().__init__(owner, client)
+        self._sessions = _DurableSessions(owner._catalog, owner._session_config)
+
+    @property
+    def durable(self) -> _DurableSessions:
+        return cast(_DurableSessions, self._sessions)
+
+    def _capabilities(self) -> schema.AgentCapabilities:
+        capabilities = super()._capabilities()
+        capabilities.session_capabilities = schema.SessionCapabilities(
+            list=schema.SessionListCapabilities(),
+            resume=schema.SessionResumeCapabilities(),
+            close=schema.SessionCloseCapabilities(),
+            additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
+        )
+        return capabilities
+
+    def _adopt_context(
+        self, cwd: str, additional_directories: list[str] | None, mcp_servers: list[Any] | None, meta: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What an adopted session is seeded with: the request's context, the agent's variables (as AG2's load)."""
+        owner = cast(DurableACPAgent, self._owner)
+        return {
+            "cwd": cwd,
+            "additional_directories": list(additional_directories or []),
+            "mcp_servers": list(mcp_servers or []),
+            "meta": meta,
+            "variables": isolate_variables(owner.agent._agent_variables),
+        }
+
+    async def _adopt_stored(self, stream_id: UUID, context: dict[str, Any]) -> AgentSession | None:
+        """Adopt a session from its row alone (it may have no events); None when it is live here, or has no row."""
+        with contextlib.suppress(UnknownSessionError):
+            await self._sessions.get(stream_id.hex)
+            return None
+        if await self.durable.catalog.load_session(stream_id) is None:
+            return None
+        try:
+            session, adopted = await self._sessions.get_or_adopt(stream_id, **context)
+        except SessionLimitError as exc:
+            raise acp.RequestError.invalid_request({"reason": str(exc)}) from exc
+        return session if adopted else None
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """AG2's load (replay, repair), for any stored session; the row follows the request's context."""
+        self._require_session_scope()
+        stream_id = self._parse_session_id(session_id)
+        try:
+            await super().load_session(cwd, stream_id.hex, mcp_servers, additional_directories, **kwargs)
+        except acp.RequestError as exc:
+            # AG2 knows a session only by its events. One stored before its first prompt (its process was
+            # killed, or it was let go unused) has a row and no events; it is listed, so it loads too.
+            if exc.code != RESOURCE_NOT_FOUND:
+                raise
+            context = self._adopt_context(cwd, additional_directories, mcp_servers, dict(kwargs))
+            early = await self._adopt_stored(stream_id, context)
+            if early is None:
+                raise
+            try:
+                await super().load_session(cwd, stream_id.hex, mcp_servers, additional_directories, **kwargs)
+            except BaseException:
+                await self._sessions.forget(early.session_id)
+                raise
+        # The replay went out; refreshing the row's context is bookkeeping, so a failure is logged, not raised.
+        try:
+            await self.durable.save_context(await self._sessions.get(stream_id.hex))
+        except Exception:
+            logger.warning("could not store the context of loaded session %s", stream_id.hex, exc_info=True)
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> schema.ResumeSessionResponse:
+        """``session/load`` without the replay: the client already shows the conversation.
+
+        A transcript cut short (the process died mid-tool) is repaired as load repairs it, so the next prompt
+        sends the provider a valid conversation.
+        """
+        self._require_session_scope()
+        stream_id = self._parse_session_id(session_id)
+        meta = dict(kwargs)
+        try:
+            session = await self._sessions.get(stream_id.hex)
+        except UnknownSessionError:
+            context = self._adopt_context(cwd, additional_directories, mcp_servers, meta)
+            adopted = None
+            if list(await self._sessions.storage.get_history(stream_id)):
+                try:
+                    adopted, _ = await self._sessions.get_or_adopt(stream_id, **context)
+                except SessionLimitError as exc:
+                    raise acp.RequestError.invalid_request({"reason": str(exc)}) from exc
+            else:
+                adopted = await self._adopt_stored(stream_id, context)
+            if adopted is None:
+                raise _not_found(stream_id.hex) from None
+            try:
+                await cast(DurableACPAgent, self._owner)._observe(adopted, "loaded")
+                await self._repair(adopted)
+            except BaseException:
+                await self._sessions.forget(adopted.session_id)
+                raise
+            return schema.ResumeSessionResponse()
+        session.cwd = cwd
+        session.additional_directories = list(additional_directories or [])
+        session.mcp_servers = list(mcp_servers or [])
+        if meta:
+            session.meta = meta
+        await self.durable.save_context(session)
+        return schema.ResumeSessionResponse()
+
+    async def _repair(self, session: AgentSession) -> None:
+        stream: MemoryStream = self._sessions.stream(session)
+        async with session.recovery():
+            turn_lock = _get_stream_turn_lock(stream)
+            if turn_lock.locked():
+                raise acp.RequestError.invalid_request(
+                    {"reason": f"ACP session {session.session_id!r} is in use by another connection."}
+                )
+            async with turn_lock:
+                if unanswered_tool_calls(list(await stream.history.get_events())):
+                    closed = await heal_cancelled_turn(stream)
+                    logger.debug("closed %d unanswered tool call(s) resuming %s", closed, session.session_id)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
+        """Stop the session's work and let it go: kept, marked released, with ``retain_history``; else deleted."""
+        self._require_session_scope()
+        stream_id = self._parse_session_id(session_id)
+        try:
+            await self.durable.let_go(stream_id.hex)
+        except UnknownSessionError:
+            raise _not_found(stream_id.hex) from None
+        return schema.CloseSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> schema.ListSessionsResponse:
+        """Stored sessions newest first by creation (a walk sees each once), ``list_page_size`` a page."""
+        self._require_session_scope()
+        owner = cast(DurableACPAgent, self._owner)
+        try:
+            page = await self.durable.catalog.list_sessions(cwd=cwd, cursor=cursor, limit=owner.list_page_size)
+        except StorageError:
+            raise
+        except ValueError as exc:  # a cursor this agent did not issue
+            raise acp.RequestError.invalid_params({"reason": str(exc)}) from exc
+        return schema.ListSessionsResponse(
+            sessions=[
+                schema.SessionInfo(
+                    session_id=record.session_id,
+                    cwd=record.cwd,
+                    additional_directories=list(record.additional_directories) or None,
+                    title=record.title,
+                    updated_at=record.updated_at.isoformat(),
+                )
+                for record in page.sessions
+            ],
+            next_cursor=page.next_cursor,
+        )
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
+        """AG2's turn; when it ends (done, cancelled or failed), ``updatedAt`` is stamped and sent to the client.
+
+        A prompt refused before any turn ran (unknown session, queue full) is no activity and stamps nothing;
+        neither does a turn abandoned because the connection is closing (letting the session go records it).
+        """
+        try:
+            response = await super().prompt(session_id, prompt, **kwargs)
+        except acp.RequestError as exc:
+            if exc.code == INTERNAL_ERROR:  # the turn ran and failed
+                await self._turn_ended(session_id)
+            raise
+        await self._turn_ended(session_id)
+        return response
+
+    async def _turn_ended(self, session_id: str) -> None:
+        # Bookkeeping must never turn a finished turn into a failed one: errors are logged, not raised.
+        try:
+            session = await self._sessions.get(session_id)
+        except UnknownSessionError:
+            return
+        try:
+            await self.durable.catalog.touch_session(session.stream_id)
+            stored = await self.durable.catalog.load_session(session.stream_id)
+        except Exception:
+            logger.warning("could not record the end of a turn on session %s", session_id, exc_info=True)
+            return
+        if stored is not None:
+            await self._notify(session_id, updated_at=stored.updated_at.isoformat())
+
+    async def _notify(self, session_id: str, **fields: Any) -> None:
+        """Send a ``session_info_update`` (title, updatedAt); a client that cannot take it is no error."""
+        client = self._client
+        if client is None:
+            return
+        update = schema.SessionInfoUpdate(session_update="session_info_update", **fields)
+        try:
+            await client.session_update(session_id=session_id, update=update)
+        except Exception:
+            logger.debug("could not send session_info_update for %s", session_id, exc_info=True)
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if f"_{method}" != SET_TITLE_METHOD:
+            raise acp.RequestError.method_not_found(f"_{method}")
+        self._require_session_scope()
+        return await self._set_title(params)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def _set_title(self, params: dict[str, Any]) -> dict[str, Any]:
+        stream_id = _parse_id(params.get("sessionId"))
+        title = params.get("title")
+        if title is not None and not isinstance(title, str):
+            raise acp.RequestError.invalid_params({"reason": "title must be a string or null"})
+        title = (title or "").strip() or None
+        catalog = self.durable.catalog
+        if await catalog.load_session(stream_id) is None:
+            raise _not_found(stream_id.hex)
+        try:
+            await catalog.set_title(stream_id, title)
+        except ValueError as exc:  # text SQLite cannot store (EventEncodeError)
+            raise acp.RequestError.invalid_params({"reason": str(exc)}) from exc
+        with contextlib.suppress(UnknownSessionError):
+            await self._sessions.get(stream_id.hex)
+            await self._notify(stream_id.hex, title=title)
+        return {"sessionId": stream_id.hex, "title": title}
+
+
+_SESSION_REQUESTS: dict[str, type[BaseModel]] = {
+    "session/list": schema.ListSessionsRequest,
+    "session/resume": schema.ResumeSessionRequest,
+    "session/close": schema.CloseSessionRequest,
+}
+"""Requests AG2's _meta guard does not know (it guards what ACPAgent serves); guarded the same way here."""
+
+
+def _reserved(model: type[BaseModel]) -> frozenset[str]:
+    names = {name for name in model.model_fields if name != "field_meta"}
+    names.update(f.alias for name, f in model.model_fields.items() if f.alias and name != "field_meta")
+    return frozenset(names)
+
+
+_RESERVED = {method: _reserved(model) for method, model in _SESSION_REQUESTS.items()}
+
+
+def _guard_more(handler: Any) -> Any:
+    """Refuse a request whose ``_meta`` would overwrite one of its own fields (the SDK merges ``_meta`` in)."""
+
+    async def guarded(method: str, params: Any = None, is_notification: bool = False) -> Any:
+        reserved = _RESERVED.get(method)
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if reserved and isinstance(meta, dict) and reserved.intersection(meta):
+            listed = ", ".join(sorted(reserved.intersection(meta)))
+            raise acp.RequestError.invalid_params({"reason": f"_meta may not contain the request field(s): {listed}"})
+        return await handler(method, params, is_notification)
+
+    return guarded
+
+
+async def _serve(factory: Callable[[acp.Client], _DurableScope], reader: Any, writer: Any) -> None:
+    """``ag2.acp.guard.serve`` with the unstable protocol on, so session/resume and session/close are routed."""
+    scope: _DurableScope | None = None
+
+    def bind(client: acp.Client) -> _DurableScope:
+        nonlocal scope
+        scope = factory(client)
+        return scope
+
+    conn = AgentSideConnection(cast(Any, bind), writer, reader, listening=False, use_unstable_protocol=True)
+    conn._conn._handler = guard_router(_guard_more(conn._conn._handler))
+    try:
+        await conn.listen()
+    finally:
+        try:
+            await asyncio.shield(conn.close())
+        finally:
+            if scope is not None:
+                # After the connection, which stops the handlers still running (as AG2's serve does).
+                await asyncio.shield(scope.aclose())
+
+
+# -- end of AG2 internals ------------------------------------------------------------------------------------------
+
+
+def installed_ag2_version() -> str:
+    return importlib.metadata.version("ag2")
+
+
+class DurableACPAgent(ACPAgent):
+    """``ACPAgent`` whose sessions are durable, listable and resumable, in one SQLite file.
+
+    ``DurableACPAgent(agent, "agent.db", retain_history=True, ...)`` takes every other argument ``ACPAgent``
+    takes. ``storage`` is a path (opened as ``SQLiteStorage(path, codec=AG2Codec())``, closed when serving
+    ends) or a ready storage that keeps session records (the caller opens and closes it).
+
+    ``retain_history`` (default ``True``: this is the durable agent) decides what happens to a session the
+    agent lets go of, on ``session/close``, on eviction or expiry, or when the client disconnects: kept and
+    marked released (``sessionstore prune`` deletes released sessions once old enough), or deleted. A process
+    that dies keeps everything written so far either way. A ``sessions=SessionConfig(...)`` tunes the registry's
+    bounds as for ``ACPAgent``; its ``storage`` and ``retain_history`` come from the arguments here.
+
+    ``list_page_size`` is how many sessions one ``session/list`` page holds (ACP has no limit parameter).
+    """
+
+    __slots__ = ("_catalog", "_owns_storage", "_storage", "list_page_size")
+
+    def __init__(
+        self,
+        agent: Agent,
+        storage: str | os.PathLike[str] | Storage,
+        *,
+        retain_history: bool = True,
+        sessions: bool | SessionConfig = True,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        **acp_agent_options: Any,
+    ) -> None:
+        if not isinstance(list_page_size, int) or list_page_size < 1:
+            raise ValueError(f"list_page_size must be a positive integer, got {list_page_size!r}")
+        config = sessions if isinstance(sessions, SessionConfig) else None
+        if config is not None and config.storage is not None:
+            raise ValueError("pass the storage as DurableACPAgent's second argument, not in SessionConfig(storage=)")
+        if config is not None and config.retain_history and not retain_history:
+            raise ValueError("retain_history=False contradicts SessionConfig(retain_history=True)")
+        if isinstance(storage, (str, os.PathLike)):
+            store: Storage = SQLiteStorage(storage, codec=AG2Codec())
+            owns = True
+        else:
+            store, owns = storage, False
+            codec = getattr(store, "codec", None)
+            if isinstance(store, SQLiteStorage) and not isinstance(codec, AG2Codec):
+                raise ValueError("a SQLiteStorage for AG2 events needs codec=AG2Codec()")
+        catalog = storage_catalog(store) if isinstance(store, Storage) else None
+        if catalog is None:
+            raise TypeError(f"{storage!r} is not a storage that keeps session records (Storage and SessionCatalog)")
+        full = replace(config or SessionConfig(), storage=cast(Any, store), retain_history=retain_history)
+        super().__init__(agent, sessions=full, **acp_agent_options)
+        self._storage = store
+        self._catalog = catalog
+        self._owns_storage = owns
+        self.list_page_size = list_page_size
+        version = installed_ag2_version()
+        if version not in TESTED_AG2_VERSIONS:
+            logger.warning(
+                "sessionstore's DurableACPAgent was tested with AG2 %s, not %s; it relies on AG2 internals",
+                ", ".join(TESTED_AG2_VERSIONS),
+                version,
+            )
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    def bind(self, client: acp.Client | None) -> _DurableScope:
+        """A fresh per-connection scope (the SDK calls this once per connection), with the durable registry."""
+        scope = _DurableScope(self, client)
+        self._scope = scope
+        return scope
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one client over the given streams until it disconnects.
+
+        The file is opened first, so a bad path fails before the handshake, with its own message.
+        """
+        opener = getattr(self._storage, "open", None)
+        if opener is not None:
+            await opener()
+        await _serve(self.bind, reader, writer)
+
+    async def run_stdio(self, *, buffer_limit_bytes: int | None = None) -> None:
+        """Serve over stdin/stdout until the client disconnects or the process gets SIGTERM.
+
+        SIGTERM (how editors stop agents) ends serving the same way a disconnect does, so the live sessions
+        are let go properly (released, or deleted without ``retain_history``) before the process exits.
+        """
+        limit = DEFAULT_STDIO_BUFFER_LIMIT_BYTES if buffer_limit_bytes is None else buffer_limit_bytes
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        terminated = False
+
+        def terminate() -> None:
+            nonlocal terminated
+            terminated = True
+            if task is not None:
+                task.cancel()
+
+        handled = False
+        if task is not None and hasattr(signal, "SIGTERM"):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signal.SIGTERM, terminate)
+                handled = True
+        try:
+            reader, writer = await stdio_streams(limit=limit)
+            await self.serve(reader, writer)
+        except asyncio.CancelledError:
+            if not terminated or task is None:
+                raise
+            task.uncancel()
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGTERM)
+            await self.aclose()
+
+    async def __aenter__(self) -> DurableACPAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the storage if this agent opened it from a path (a storage passed in is the caller's).
+
+        ``run_stdio`` does this when it returns; after ``serve`` (which may be called for several connections)
+        it is the caller's to do, or ``async with DurableACPAgent(...) as server:``.
+        """
+        if self._owns_storage:
+            closer = getattr(self._storage, "aclose", None)
+            if closer is not None:
+                await closer()

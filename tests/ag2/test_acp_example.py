@@ -1,0 +1,92 @@
+"""The example agent (``python -m sessionstore.ag2.example``) as an editor runs it: a subprocess on stdio."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _acp_client import TIMEOUT, Files, agent_process, rows, within
+
+from sessionstore.ag2.example import PROVIDERS, main, model_from_factory, model_from_spec
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return Files(tmp_path)
+
+
+def example(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sessionstore.ag2.example", *args]
+
+
+async def test_the_example_serves_a_durable_session_over_stdio(files: Files) -> None:
+    files.script_steps([{"say": "Hello from the example."}])
+    db = files.root / "data" / "sessions.db"
+    command = example("--db", str(db), "--model-factory", "_acp_model:scripted_model", "--name", "orchard")
+    async with agent_process(files, command=command) as agent:
+        info = agent.init.agent_info
+        assert info is not None and info.name == "orchard"
+        assert agent.init.agent_capabilities is not None and agent.init.agent_capabilities.load_session
+        sid = await agent.new("/home/me/orchard")
+        response = await agent.say(sid, "Hi there")
+        assert response.stop_reason == "end_turn"
+        assert [u.content.text for u in agent.recorder.of(sid, "agent_message_chunk")] == ["Hello from the example."]
+        assert [s.session_id for s in (await within(agent.conn.list_sessions())).sessions] == [sid]
+    assert agent.process.returncode == 0
+    stored = rows(db, "SELECT cwd, released, (SELECT COUNT(*) FROM events) FROM sessions WHERE session_id = ?", sid)
+    assert stored[0][:2] == ("/home/me/orchard", 1)
+    assert stored[0][2] > 0
+    assert files.recording_lines()[0]["messages"][-1] == {"event": "ModelRequest", "role": "user", "text": "Hi there"}
+
+
+def test_the_example_refuses_a_model_it_cannot_build(files: Files, capsys: pytest.CaptureFixture[str]) -> None:
+    # One as a real process: a usage error, exit code 2, nothing created.
+    done = subprocess.run(
+        example("--db", str(files.db), "--model", "gpt-4o"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "PROVIDER:MODEL" in done.stderr
+    for args, expected in [
+        (["--model", "acme:fast"], "unknown provider 'acme'"),
+        (["--model", "openai:"], "PROVIDER:MODEL"),
+        (["--model-factory", "no_such_module:make"], "cannot load the model factory"),
+        ([], "one of the arguments --model --model-factory is required"),
+    ]:
+        with pytest.raises(SystemExit) as stopped:
+            main(["--db", str(files.db), *args])
+        assert stopped.value.code == 2, args
+        assert expected in capsys.readouterr().err, args
+    assert not files.db.exists()
+
+
+def test_model_specs_name_ag2_config_classes() -> None:
+    import ag2.config
+
+    assert set(PROVIDERS) >= {"openai", "anthropic", "gemini", "ollama", "mistral", "bedrock"}
+    for provider, (class_name, extra) in PROVIDERS.items():
+        assert hasattr(ag2.config, class_name), provider
+        try:
+            config = model_from_spec(f"{provider}:some-model")
+        except ValueError as exc:  # the provider's extra is not installed: the message says how to get it
+            assert f"pip install 'ag2[{extra}]'" in str(exc), provider
+        else:
+            assert type(config).__name__ == class_name and config.model == "some-model", provider
+
+
+def test_a_model_factory_must_return_a_model_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "factories.py").write_text(
+        "def good():\n    from _acp_model import ScriptedConfig\n"
+        "    return ScriptedConfig('s', 'r')\n\ndef bad():\n    return 42\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert model_from_factory("factories:good").model == "scripted"
+    with pytest.raises(ValueError, match="not an AG2 model config"):
+        model_from_factory("factories:bad")
+    with pytest.raises(ValueError, match="MODULE:FUNCTION"):
+        model_from_factory("factories")
