@@ -2,7 +2,8 @@
 
 On a file of ``cli_sessions`` sessions x ``cli_events`` events made by
 ``bench/bigfile.py`` (cached under ``bench/results/raw/``, keyed by the
-schema revision and bigfile.py's text, since it takes over a minute to build):
+schema revision, the schema's SQL and bigfile.py's text, since it takes about a
+minute to build):
 
 * query time, in this process: ``records.list_sessions`` (what ``list -n 20``
   runs), ``records.session_page`` (the catalog's first page of 20),
@@ -52,6 +53,21 @@ def build(path: Path, sessions: int, events: int) -> None:
     partial.rename(path)  # only a finished file is ever found under the cached name
 
 
+def schema(path: Path) -> str:
+    """Every table, index, view and trigger of a new database as this code makes it: part of the cache's key,
+    so a schema changed within a revision (before it was released) never reuses an old file."""
+    import sqlite3
+
+    from sessionstore.database import prepare
+
+    prepare(path)
+    conn = sqlite3.connect(path)
+    try:
+        return "\n".join(str(sql) for (sql,) in conn.execute("SELECT sql FROM sqlite_master ORDER BY type, name"))
+    finally:
+        conn.close()
+
+
 def big_file(sizes: Sizes, fresh: Fresh, cache: bool) -> tuple[Path, str]:
     """The large file, and how it was come by (built now, or reused from the cache)."""
     from sessionstore.database import HEAD
@@ -60,7 +76,7 @@ def big_file(sizes: Sizes, fresh: Fresh, cache: bool) -> tuple[Path, str]:
         path = fresh.path()
         build(path, sizes.cli_sessions, sizes.cli_events)
         return path, "built for this run"
-    digest = hashlib.sha256((BENCH / "bigfile.py").read_bytes()).hexdigest()[:10]
+    digest = hashlib.sha256(schema(fresh.path()).encode() + (BENCH / "bigfile.py").read_bytes()).hexdigest()[:10]
     name = f"bigfile-r{HEAD}-{digest}-{sizes.cli_sessions}x{sizes.cli_events}.db"
     path = CACHE / name
     if path.exists():
