@@ -138,6 +138,10 @@ def reading(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[s
         conn.close()
 
 
+# A limit past what SQLite's integers hold means "all of them".
+_SQL_INT_MAX = 2**63 - 1
+
+
 def is_current(conn: sqlite3.Connection) -> bool:
     """Whether the file is at this version's schema revision (reading an older one works, with less in it).
 
@@ -216,7 +220,8 @@ def iter_sessions(
 ) -> Iterator[SessionRecord]:
     """Sessions most recently active first, one at a time (a listing of every session never holds them all)."""
     sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
-    for row in conn.execute(_overview(sql, current), {"cwd": cwd, "limit": limit, **params}):
+    bound = None if limit is None else min(limit, _SQL_INT_MAX)
+    for row in conn.execute(_overview(sql, current), {"cwd": cwd, "limit": bound, **params}):
         yield record_of(row)
 
 
@@ -230,7 +235,7 @@ def session_page(
     exactly once, however sessions are written meanwhile.
     """
     check_limit(limit)
-    params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else limit + 1}
+    params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else min(limit + 1, _SQL_INT_MAX)}
     if cursor is not None:
         when, after = decode_cursor(cursor)
         params.update(before=utc_text(when), before_id=after)
@@ -422,8 +427,7 @@ def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> 
                 " run `sessionstore db upgrade`"
             )
         try:
-            # A limit past what SQLite's integers hold means "all of them".
-            rows = conn.execute(queries.SEARCH, {"query": query, "limit": min(limit, 2**63 - 1)}).fetchall()
+            rows = conn.execute(queries.SEARCH, {"query": query, "limit": min(limit, _SQL_INT_MAX)}).fetchall()
         except sqlite3.OperationalError as exc:
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 raise UsageError(f"not a valid full-text query: {text!r} ({exc})") from None
