@@ -179,6 +179,22 @@ class PostgresServer:
             raise RuntimeError(f"psql failed: {done.stderr.strip()} ({sql})")
         return done.stdout
 
+    def schema(self, database: str) -> str:
+        """``pg_dump --schema-only`` of a database: every object's definition, in a fixed order."""
+        where = ["-h", str(self.socket_dir), "-p", str(self.port), "-U", USER, "-d", database]
+        done = subprocess.run(
+            [str(self.bin / "pg_dump"), "--schema-only", "--no-owner", *where],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_dump failed: {done.stderr.strip()}")
+        # Less the random key of each dump's \restrict guard (pg_dump 15.14 and later).
+        return "".join(
+            line for line in done.stdout.splitlines(True) if not line.startswith(("\\restrict", "\\unrestrict"))
+        )
+
     def create_database(self, template: str = "template0") -> str:
         """A new, empty database (or a copy of ``template``); its name."""
         name = f"t{os.getpid()}_{next(self._names)}"
