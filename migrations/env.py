@@ -11,11 +11,15 @@ failed migration leaves the file as it was.
 * The ``alembic`` command line, from the repository root: ``-x db=PATH`` (or
   the ``SESSIONSTORE_DB`` environment variable) names the file, opened the way
   every sessionstore file is opened (:mod:`sessionstore.database`: the path is
-  a file name, whatever characters it holds) under the same lock.
+  a file name, whatever characters it holds) under the same lock. A
+  PostgreSQL URL (``-x db=postgresql+asyncpg://...``) names a database
+  instead, migrated in one transaction under sessionstore's advisory lock
+  (:mod:`sessionstore.pgdatabase`).
 
 Views, triggers and FTS5 tables are made by revisions with the operations of
-``sqlobjects.py``; they are not in the models' metadata, so virtual tables are
-kept out of autogenerate's comparison (``alembic check``) here.
+``sqlobjects.py``; they are not in the models' metadata, so virtual tables (and
+PostgreSQL's full-text index over an expression) are kept out of
+autogenerate's comparison (``alembic check``) here.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeDecorator
 
-from sessionstore import database, migrate
+from sessionstore import database, migrate, pgdatabase
 from sessionstore.models import Base
 
 config = context.config
@@ -40,15 +44,21 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
+# PostgreSQL's full-text index is over an expression (the transcript's text), which the models cannot state.
+_EXPRESSION_INDEXES = {"postgresql": {"events_fts"}}
+
+
 def _virtual_tables(connection: Connection) -> set[str]:
+    if connection.dialect.name != "sqlite":
+        return set()
     rows = connection.exec_driver_sql(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
     )
     return {str(row[0]) for row in rows}
 
 
-def _include_name_for(virtual: set[str]) -> Any:
-    """Autogenerate's filter: everything but virtual tables and their shadow tables.
+def _include_name_for(virtual: set[str], indexes: set[str]) -> Any:
+    """Autogenerate's filter: everything but virtual tables and their shadow tables, and expression indexes.
 
     Listing what to *exclude* (rather than including only the models' tables)
     keeps a stray table created by a revision visible as drift.
@@ -57,7 +67,7 @@ def _include_name_for(virtual: set[str]) -> Any:
     def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
         if type_ == "table" and name is not None:
             return not any(name == v or name.startswith(f"{v}_") for v in virtual)
-        return True
+        return not (type_ == "index" and name in indexes)
 
     return include_name
 
@@ -77,22 +87,25 @@ def _run(connection: Connection) -> None:
         render_as_batch=True,  # SQLite's ALTER TABLE is limited: batch mode copies the table instead
         transactional_ddl=True,  # true of SQLite, and every run here is inside one explicit transaction
         compare_type=True,
-        include_name=_include_name_for(_virtual_tables(connection)),
+        include_name=_include_name_for(
+            _virtual_tables(connection), _EXPRESSION_INDEXES.get(connection.dialect.name, set())
+        ),
         render_item=_render_item,
     )
     context.run_migrations()
 
 
-def _database_path() -> Path:
-    path = context.get_x_argument(as_dictionary=True).get("db") or os.environ.get("SESSIONSTORE_DB")
-    if not path:
-        raise SystemExit("name the database file: alembic -x db=PATH ... (or set SESSIONSTORE_DB)")
-    return Path(path).expanduser()
+def _database() -> str:
+    db = context.get_x_argument(as_dictionary=True).get("db") or os.environ.get("SESSIONSTORE_DB")
+    if not db:
+        raise SystemExit("name the database: alembic -x db=PATH|URL ... (or set SESSIONSTORE_DB)")
+    return db
 
 
 def run_migrations_offline() -> None:
+    db = context.get_x_argument(as_dictionary=True).get("db") or os.environ.get("SESSIONSTORE_DB")
     context.configure(
-        url="sqlite://",
+        url=db if pgdatabase.is_url(db) else "sqlite://",
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
@@ -109,7 +122,11 @@ def run_migrations_online() -> None:
     else:
         # The file is created private if missing, and migrated inside one BEGIN IMMEDIATE (the lock
         # sessionstore's own runner takes), committed only when every revision ran and no row lost its parent.
-        path = _database_path()
+        db = _database()
+        if pgdatabase.is_url(db):
+            pgdatabase.run_locked(db, _run)
+            return
+        path = Path(db).expanduser()
         database.create_file(path)
         with migrate.locked(path, database.BUSY_TIMEOUT) as connection:
             _run(connection)

@@ -1,4 +1,4 @@
-"""Views, triggers and full-text indexes, each written once: Alembic's "replaceable objects" recipe, for SQLite.
+"""Views, triggers and full-text indexes, each written once: Alembic's "replaceable objects" recipe.
 
 SQLite cannot alter a view or a trigger, nor ``CREATE OR REPLACE`` one: a revision that changes one drops it
 and creates it anew, and its downgrade does the reverse with the definition it had before. So a definition
@@ -17,6 +17,11 @@ Revisions import it as ``sessionstore.migrations.sqlobjects``: Alembic loads a r
 relative import cannot work, and that is the module's name in the wheel and in an editable install (which the
 ``alembic`` command, run from the repository root, uses too). Released revisions run what these classes
 write: a class's statements never change (a new kind of statement is a new class).
+
+PostgreSQL's objects differ in kind, not only in spelling: a trigger runs a function and is dropped ``ON`` its
+table (:class:`Function`, :class:`TableTrigger`), and full-text search is an index over the same text
+(:class:`Index`), kept in step by the database itself. A revision whose SQL differs between the two defines
+each its own objects and picks by ``op.get_bind().dialect.name``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,19 @@ from typing import TypeVar
 from alembic.operations import MigrateOperation, Operations
 from alembic.script import ScriptDirectory
 
-__all__ = ["FullTextIndex", "Group", "Part", "SQLObject", "Trigger", "View", "VirtualTable", "find"]
+__all__ = [
+    "FullTextIndex",
+    "Function",
+    "Group",
+    "Index",
+    "Part",
+    "SQLObject",
+    "TableTrigger",
+    "Trigger",
+    "View",
+    "VirtualTable",
+    "find",
+]
 
 
 class SQLObject:
@@ -121,6 +138,53 @@ class FullTextIndex(SQLObject):
         for trigger in reversed(self.triggers):
             yield from find(scripts, trigger, Trigger).drop(scripts)
         yield from find(scripts, self.table, VirtualTable).drop(scripts)
+
+
+@dataclass(frozen=True)
+class Function(SQLObject):
+    """A PostgreSQL function: ``arguments`` as declared (``payload text, path text``), ``definition`` what
+    follows them (``RETURNS text LANGUAGE sql IMMUTABLE AS $$ ... $$``)."""
+
+    name: str
+    arguments: str
+    definition: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE FUNCTION {self.name}({self.arguments}) {self.definition}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        types = ", ".join(argument.split()[-1] for argument in self.arguments.split(",") if argument.strip())
+        yield f"DROP FUNCTION IF EXISTS {self.name}({types})"
+
+
+@dataclass(frozen=True)
+class TableTrigger(SQLObject):
+    """A PostgreSQL trigger: dropped ``ON`` its table; ``body`` is what follows the name
+    (``AFTER INSERT ON events ... EXECUTE FUNCTION f()``)."""
+
+    name: str
+    table: str
+    body: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE TRIGGER {self.name} {self.body}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP TRIGGER IF EXISTS {self.name} ON {self.table}"
+
+
+@dataclass(frozen=True)
+class Index(SQLObject):
+    """An index over expressions (which the models cannot describe): ``definition`` follows ``ON``."""
+
+    name: str
+    definition: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE INDEX {self.name} ON {self.definition}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP INDEX IF EXISTS {self.name}"
 
 
 class Group(SQLObject):

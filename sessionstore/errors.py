@@ -108,6 +108,14 @@ class DatabaseBusyError(StorageError):
     """Another process held the write lock for longer than the busy timeout."""
 
 
+class DatabaseUnavailableError(StorageError):
+    """The database server cannot be reached, or the connection was lost (PostgreSQL).
+
+    A write that raised this may or may not have committed, whole: the connection was lost before its answer
+    came. Nothing that returned is lost; the next call connects again.
+    """
+
+
 class SchemaError(StorageError):
     """The file's schema revision does not match this version of sessionstore."""
 

@@ -63,6 +63,8 @@ UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
 OBJECTS_AT_HEAD = ("0001.COUNTING", "0003.INSPECTION")
 """The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
 (``migrations/sqlobjects.py``). A revision that replaces one names its new definition here."""
+OBJECTS_AT_HEAD_POSTGRESQL = ("0001.PG_COUNTING", "0002.PG_FUNCTIONS", "0003.PG_INSPECTION")
+"""The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
 # around each run: two threads migrating two files at once would tear them.

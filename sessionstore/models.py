@@ -94,7 +94,13 @@ class Session(Base):
     __table_args__ = (
         # AUTOINCREMENT: a deleted session's integer id is never reused, so a
         # cached (id, revision) pair can never match a different conversation.
-        CheckConstraint("length(session_id) = 32 AND session_id NOT GLOB '*[^0-9a-f]*'", name="session_id_hex"),
+        # A session id is 32 lowercase hex digits, in each database's words (revision 0001 writes the same).
+        CheckConstraint("length(session_id) = 32 AND session_id NOT GLOB '*[^0-9a-f]*'", name="session_id_hex").ddl_if(
+            dialect="sqlite"
+        ),
+        CheckConstraint("length(session_id) = 32 AND session_id !~ '[^0-9a-f]'", name="session_id_hex").ddl_if(
+            dialect="postgresql"
+        ),
         # The command line's list: last active first, optionally for one cwd.
         Index(None, "updated_at", "session_id"),
         Index(None, "cwd", "updated_at"),

@@ -1,1 +1,59 @@
-"""Fixtures shared by every test."""
+"""Fixtures shared by every test.
+
+PostgreSQL: one throwaway server for the whole run (``pg_server.py``), started by the first test that needs it
+and stopped at the end whatever happens; each test gets a database of its own. It is never skipped in CI: a
+server that cannot start fails those tests loudly. Elsewhere ``SESSIONSTORE_PG_TESTS=off`` skips them, for a
+machine without PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from pg_server import PostgresServer, ServerUnavailable, running
+
+HEAD_TEMPLATE = "sessionstore_head"
+"""A database built at head once per run; every test's database at head is a copy (instant, where a
+migration per test would take a second)."""
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    if os.environ.get("SESSIONSTORE_PG_TESTS") == "off" and os.environ.get("CI") != "true":
+        pytest.skip("SESSIONSTORE_PG_TESTS=off: the PostgreSQL tests are not run on this machine")
+    try:
+        server_cm = running()
+        server = server_cm.__enter__()
+    except ServerUnavailable as exc:
+        pytest.fail(f"no PostgreSQL server for the tests: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server_cm.__exit__(None, None, None)
+
+
+def _head_template(server: PostgresServer) -> str:
+    if not server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{HEAD_TEMPLATE}'").strip():
+        from sessionstore import pgdatabase
+
+        server.psql(f'CREATE DATABASE "{HEAD_TEMPLATE}" TEMPLATE template0')
+        pgdatabase.migrate(server.url(HEAD_TEMPLATE))
+    return HEAD_TEMPLATE
+
+
+@pytest.fixture
+def pg_url(pg_server: PostgresServer) -> Iterator[str]:
+    """A new database at the head revision, for this test alone: its URL (with a password in it)."""
+    name = pg_server.create_database(_head_template(pg_server))
+    yield pg_server.url(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def pg_empty_url(pg_server: PostgresServer) -> Iterator[str]:
+    """A new, empty database (no schema), for this test alone: its URL."""
+    name = pg_server.create_database()
+    yield pg_server.url(name)
+    pg_server.drop_database(name)

@@ -21,6 +21,13 @@ and each commit writes one page less (5.3 instead of 6.3 for one event).
 Payloads may have been hand-edited into invalid JSON: every ``json_extract`` is
 guarded by ``json_valid`` (the raw text is used instead), so neither the views
 nor the triggers can fail on a row.
+
+On PostgreSQL the same views read JSON through two functions that stand for
+SQLite's (``sessionstore_json_valid``, ``sessionstore_json_text``: a value at a
+SQLite JSON path as text, NULL for invalid JSON), over the ``json`` type, which
+keeps a payload's text as it is; the index is a GIN index over
+``to_tsvector('simple', ...)`` of the same text, named ``events_fts`` too, which
+PostgreSQL keeps in step itself.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from alembic import op
-from sessionstore.migrations.sqlobjects import FullTextIndex, Group, Trigger, View, VirtualTable
+from sessionstore.migrations.sqlobjects import FullTextIndex, Function, Group, Index, Trigger, View, VirtualTable
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
@@ -129,9 +136,67 @@ SEARCH = FullTextIndex(
 INSPECTION = Group(TRANSCRIPT, SESSION_OVERVIEW, SEARCH)
 
 
+# -- PostgreSQL ------------------------------------------------------------------------------------
+
+# json_valid(x): NULL for NULL, else whether x is JSON (the json type's own parser says).
+JSON_VALID = Function(
+    "sessionstore_json_valid",
+    "payload text",
+    "RETURNS boolean LANGUAGE plpgsql IMMUTABLE STRICT AS $$ BEGIN PERFORM payload::json; RETURN true;"
+    " EXCEPTION WHEN others THEN RETURN false; END $$",
+)
+# _as_text over a SQLite JSON path ($.a.b, $.a[0], $."$key"): a string as it is, null or missing as NULL,
+# anything else as its JSON text; NULL for a payload that is not JSON.
+JSON_TEXT = Function(
+    "sessionstore_json_text",
+    "payload text, path text",
+    "RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT AS $$ DECLARE doc json; keys text[] := '{}'; part text[];"
+    " BEGIN doc := payload::json;"
+    " FOR part IN SELECT regexp_matches(path, '\\.(?:\"([^\"]*)\"|([^.\\[]+))|\\[(\\d+)\\]', 'g') LOOP"
+    " keys := keys || coalesce(part[1], part[2], part[3]); END LOOP;"
+    " RETURN CASE json_typeof(doc #> keys) WHEN 'null' THEN NULL WHEN 'string' THEN doc #>> keys"
+    " ELSE (doc #> keys)::text END;"
+    " EXCEPTION WHEN others THEN RETURN NULL; END $$",
+)
+PG_FUNCTIONS = Group(JSON_VALID, JSON_TEXT)
+
+
+def _pg_event_text(row: str) -> str:
+    """:func:`_event_text` in PostgreSQL's words (``row`` is ``e.``, or empty for the index's own columns)."""
+
+    def text(path: str) -> str:
+        return f"sessionstore_json_text({row}payload, '{path}')"
+
+    return (
+        f"CASE WHEN NOT sessionstore_json_valid({row}payload) THEN {row}payload"
+        f" WHEN {row}type = 'tool_call' THEN COALESCE({text('$.name')}, '') || '(' ||"
+        f" COALESCE({text('$.arguments')}, '{{}}') || ')'"
+        f" ELSE {text('$.content')} END"
+    )
+
+
+PG_TRANSCRIPT = View("transcript", TRANSCRIPT.select.replace(_event_text("e"), _pg_event_text("e.")))
+PG_SESSION_OVERVIEW = View(
+    "session_overview",
+    SESSION_OVERVIEW.select.replace(_event_text("u"), _pg_event_text("u."))
+    .replace("char(13)", "chr(13)")
+    .replace("char(10)", "chr(10)"),
+)
+PG_SEARCH = Index("events_fts", f"events USING gin (to_tsvector('simple', {_pg_event_text('')}))")
+PG_INSPECTION = Group(PG_TRANSCRIPT, PG_SESSION_OVERVIEW, PG_SEARCH)
+
+
 def upgrade() -> None:
+    if op.get_context().dialect.name == "postgresql":
+        op.create_object(PG_FUNCTIONS)
+        op.create_object(PG_INSPECTION)
+        return
     op.create_object(INSPECTION)  # and indexes the rows already there
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "postgresql":
+        op.drop_object(PG_INSPECTION)
+        op.drop_object(PG_FUNCTIONS)
+        return
     op.drop_object(INSPECTION)

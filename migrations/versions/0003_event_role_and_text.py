@@ -24,6 +24,9 @@ session by its first ``user`` row, says whether the title was set
 triggers that read those columns instead of parsing JSON on every commit.
 Rows already in the file are filled
 by 0002's expressions, which describe exactly the events that existed then.
+
+On PostgreSQL, the same in its words: JSON read through 0002's functions over
+the ``json`` type, and the index rebuilt over the rows with a role.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from alembic import op
-from sessionstore.migrations.sqlobjects import FullTextIndex, Group, Trigger, View
+from sessionstore.migrations.sqlobjects import FullTextIndex, Group, Index, Trigger, View
 
 revision: str = "0003"
 down_revision: str | Sequence[str] | None = "0002"
@@ -154,7 +157,68 @@ SEARCH = FullTextIndex(
 INSPECTION = Group(TRANSCRIPT, SESSION_OVERVIEW, SEARCH)
 
 
+# -- PostgreSQL ------------------------------------------------------------------------------------
+
+# ROLE, TEXT_PATH and TEXT in PostgreSQL's words. CASE decides the order: nothing casts a payload to json
+# before it is known to be JSON (an AND could be evaluated in either order).
+PG_ROLE = (
+    "CASE WHEN NOT sessionstore_json_valid(payload) THEN NULL WHEN json_typeof(payload::json) <> 'object' THEN NULL"
+    " ELSE CASE type WHEN 'user_message' THEN 'user' WHEN 'model_message' THEN 'assistant'"
+    " WHEN 'system_message' THEN 'system' WHEN 'tool_call' THEN 'tool_call' WHEN 'tool_result' THEN 'tool' END END"
+)
+PG_TEXT_PATH = (
+    "CASE WHEN role IS NULL OR type = 'tool_call' THEN NULL"
+    " WHEN json_typeof(payload::json -> 'content') IN ('string', 'object', 'array') THEN '$.content' END"
+)
+PG_TEXT = (
+    "CASE WHEN role IS NULL THEN NULL"
+    " WHEN type = 'tool_call' THEN (payload::json ->> 'name') || '(' || COALESCE(CASE"
+    " WHEN json_typeof(payload::json -> 'arguments') = 'object' THEN (SELECT string_agg(a.key || '=' ||"
+    " a.value::text, ', ' ORDER BY a.n)"
+    " FROM json_each(payload::json -> 'arguments') WITH ORDINALITY AS a(key, value, n))"
+    " END, '') || ')'"
+    " WHEN text_path IS NOT NULL THEN NULL"
+    " ELSE sessionstore_json_text(payload, '$.content') END"
+)
+
+
+def _pg_text_of(row: str) -> str:
+    """:func:`_text_of` in PostgreSQL's words (``row`` is ``e.``, or empty for the index's own columns)."""
+    return (
+        f"CASE WHEN {row}text_path IS NULL THEN {row}text ELSE sessionstore_json_text({row}payload, {row}text_path) END"
+    )
+
+
+PG_TRANSCRIPT = View("transcript", TRANSCRIPT.select.replace(_text_of("e"), _pg_text_of("e.")))
+PG_SESSION_OVERVIEW = View(
+    "session_overview",
+    SESSION_OVERVIEW.select.replace(_text_of("u"), _pg_text_of("u."))
+    .replace("char(13)", "chr(13)")
+    .replace("char(10)", "chr(10)")
+    .replace("char(9)", "chr(9)"),
+)
+# The transcript's text, as search reads it from the view (which PostgreSQL inlines, so the index serves it).
+PG_SEARCH = Index("events_fts", f"events USING gin (to_tsvector('simple', {_pg_text_of('')})) WHERE role IS NOT NULL")
+PG_INSPECTION = Group(PG_TRANSCRIPT, PG_SESSION_OVERVIEW, PG_SEARCH)
+
+
+def _upgrade_postgresql() -> None:
+    op.drop_object("0002.PG_INSPECTION")
+    op.execute("ALTER TABLE events ADD COLUMN role TEXT")
+    op.execute("ALTER TABLE events ADD COLUMN text TEXT")
+    op.execute("ALTER TABLE events ADD COLUMN text_path TEXT")
+    op.execute("ALTER TABLE events DISABLE TRIGGER events_revision_update")  # filling changes no event
+    op.execute(f"UPDATE events SET role = {PG_ROLE}")
+    op.execute(f"UPDATE events SET text_path = {PG_TEXT_PATH}")
+    op.execute(f"UPDATE events SET text = {PG_TEXT}")
+    op.execute("ALTER TABLE events ENABLE TRIGGER events_revision_update")
+    op.create_object(PG_INSPECTION)
+
+
 def upgrade() -> None:
+    if op.get_context().dialect.name == "postgresql":
+        _upgrade_postgresql()
+        return
     # 0002's triggers would index every row the fill below touches: its objects go
     # first, and 0003's are made once the rows are filled (the index built once).
     op.drop_object("0002.INSPECTION")
@@ -176,8 +240,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_object(INSPECTION)
+    postgresql = op.get_context().dialect.name == "postgresql"
+    op.drop_object(PG_INSPECTION if postgresql else INSPECTION)
     op.execute("ALTER TABLE events DROP COLUMN text_path")
     op.execute("ALTER TABLE events DROP COLUMN text")
     op.execute("ALTER TABLE events DROP COLUMN role")
-    op.create_object("0002.INSPECTION")
+    op.create_object("0002.PG_INSPECTION" if postgresql else "0002.INSPECTION")

@@ -317,6 +317,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.ImportConflictError,
                 errors.UsageError,
                 errors.UnsafeFileError,
+                errors.DatabaseUnavailableError,
             )
         },
     }

@@ -15,14 +15,22 @@ import pytest
 
 from sessionstore import MemoryStorage, SQLiteStorage, Storage, registry
 
-BACKENDS: dict[str, Callable[[Path], Callable[[], Storage]]] = {
-    "memory": lambda _tmp: MemoryStorage,
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Callable[[], Storage]]] = {
+    "memory": lambda _request, _tmp: MemoryStorage,
     # A fresh file for every store the test builds.
-    "sqlite": lambda tmp: lambda: SQLiteStorage(tmp / f"{uuid4().hex}.db"),
+    "sqlite": lambda _request, tmp: lambda: SQLiteStorage(tmp / f"{uuid4().hex}.db"),
+    # A database of the test's own (sessions are told apart by their random ids).
+    "postgres": lambda request, _tmp: _postgres(request.getfixturevalue("pg_url")),
 }
+
+
+def _postgres(url: str) -> Callable[[], Storage]:
+    from sessionstore.postgres import PostgresStorage
+
+    return lambda: PostgresStorage(url)
 
 
 @pytest.fixture(autouse=True, params=sorted(BACKENDS))
 def storage_backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setattr(registry, "default_storage_factory", BACKENDS[request.param](tmp_path))
+    monkeypatch.setattr(registry, "default_storage_factory", BACKENDS[request.param](request, tmp_path))
     yield request.param

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -12,11 +13,17 @@ import pytest
 from sessionstore import EventContext, MemoryStorage, SessionRecord, SQLiteStorage, UserMessage
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-async def test_a_walk_lists_each_session_once_while_agents_write(tmp_path: Path, kind: str) -> None:
-    storage: SQLiteStorage | MemoryStorage = (
-        SQLiteStorage(tmp_path / "agent.db") if kind == "sqlite" else MemoryStorage()
-    )
+@pytest.mark.parametrize("kind", ["sqlite", "memory", "postgres"])
+async def test_a_walk_lists_each_session_once_while_agents_write(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    storage: Any
+    if kind == "postgres":
+        from sessionstore.postgres import PostgresStorage
+
+        storage = PostgresStorage(request.getfixturevalue("pg_url"))
+    else:
+        storage = SQLiteStorage(tmp_path / "agent.db") if kind == "sqlite" else MemoryStorage()
     rng = random.Random(5)
     existing = []
     for n in range(300):
@@ -41,5 +48,5 @@ async def test_a_walk_lists_each_session_once_while_agents_write(tmp_path: Path,
             break
     assert sorted(set(seen) & {sid.hex for sid in existing}) == sorted(sid.hex for sid in existing)
     assert len(seen) == len(set(seen))  # nothing twice (new sessions may or may not show)
-    if isinstance(storage, SQLiteStorage):
+    if not isinstance(storage, MemoryStorage):
         await storage.aclose()

@@ -1,0 +1,285 @@
+"""The one place a PostgreSQL database is reached: its URL, its engine, its errors, its schema revision.
+
+What :mod:`sessionstore.database` is for a SQLite file, this is for a server:
+
+* a database is named by a URL, ``postgresql://user:password@host:port/name`` (``postgresql+asyncpg://`` and
+  ``postgres://`` too); anything else is a SQLite path. The password is never shown: every message and repr
+  uses :func:`redacted`;
+* the engine is SQLAlchemy's async engine over asyncpg; ``json`` columns come back as their stored text
+  (sessionstore decodes them itself, and an export is the stored bytes);
+* the schema is brought to :data:`~sessionstore.database.HEAD` before first use, under a transaction-scoped
+  advisory lock that every sessionstore process on every host takes (:data:`MIGRATION_LOCK`), so two processes
+  opening an old database migrate it once; PostgreSQL's DDL is transactional, so a failed migration leaves it
+  as it was, and a database at a revision this code does not know is refused untouched.
+
+Nothing here imports asyncpg or SQLAlchemy's asyncio support until a database is actually reached:
+``import sessionstore`` pays for neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from .database import HEAD
+from .errors import (
+    DatabaseBusyError,
+    DatabaseFullError,
+    DatabaseNotFoundError,
+    DatabaseReadOnlyError,
+    DatabaseUnavailableError,
+    EventEncodeError,
+    MigrationError,
+    SchemaError,
+    SchemaOutOfDateError,
+    SchemaTooNewError,
+    StorageError,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = [
+    "MIGRATION_LOCK",
+    "SCHEMES",
+    "engine",
+    "from_postgres",
+    "is_url",
+    "migrate",
+    "prepare",
+    "read_revision",
+    "redacted",
+]
+
+SCHEMES = ("postgresql://", "postgresql+asyncpg://", "postgres://")
+"""How a database URL starts; a ``--db`` (or ``-x db=``) that starts otherwise is a SQLite file's path."""
+
+MIGRATION_LOCK = 0x5E55_0000_0000_0001
+"""The advisory lock key a migration holds for its whole transaction (``pg_advisory_xact_lock``): one number,
+the same in every process on every host, that nothing else in sessionstore takes."""
+
+UPGRADE_COMMAND = "sessionstore db upgrade --db {url}"
+
+# Alembic's ``context`` and ``op`` are process-wide: one migration at a time in a process (two processes are
+# kept apart by the advisory lock).
+_ALEMBIC = threading.Lock()
+
+
+def is_url(db: object) -> bool:
+    """Whether ``db`` names a PostgreSQL database (a URL) rather than a SQLite file."""
+    return isinstance(db, str) and db.startswith(SCHEMES)
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password (and nothing else) hidden: what every message about the database shows."""
+    return re.sub(r"^([a-z0-9+]+://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
+
+
+def _async_url(url: str) -> Any:
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # SQLAlchemy's message would quote the URL, password and all
+        raise StorageError(f"not a valid database URL: {redacted(url)}") from None
+    return parsed.set(drivername="postgresql+asyncpg")
+
+
+def engine(url: str, **options: Any) -> AsyncEngine:
+    """An async engine for ``url``. Stale connections (a restarted server) are replaced before use."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    return create_async_engine(
+        _async_url(url),
+        pool_pre_ping=True,
+        json_deserializer=str,  # a json column's text as stored: decoded (or exported) by sessionstore
+        hide_parameters=True,  # a failed statement's message never quotes a conversation
+        **options,
+    )
+
+
+# SQLSTATE classes and codes, and what each means for the database.
+_STATES: dict[str, tuple[type[StorageError], str]] = {
+    "08": (DatabaseUnavailableError, "cannot be reached, or the connection was lost"),
+    "57P": (DatabaseUnavailableError, "is shutting down or restarting"),
+    "53": (DatabaseFullError, "is out of space or resources; the write was rolled back"),
+    "40": (DatabaseBusyError, "could not finish the transaction because of another one (deadlock or serialization)"),
+    "55P03": (DatabaseBusyError, "stayed locked by another transaction for longer than the lock timeout"),
+    "57014": (DatabaseBusyError, "cancelled the statement (statement or lock timeout)"),
+    "25006": (DatabaseReadOnlyError, "is read-only here (a standby, or a read-only transaction)"),
+    "3D000": (DatabaseNotFoundError, "does not exist"),
+    "28": (StorageError, "refused the login (user or password)"),
+    "22021": (EventEncodeError, "cannot store text holding a NUL character or bytes that are not UTF-8"),
+    "22P05": (EventEncodeError, "cannot store text holding a NUL character or bytes that are not UTF-8"),
+}
+
+
+def from_postgres(exc: BaseException, url: str) -> StorageError:
+    """The :class:`StorageError` for an error reaching or using the database at ``url`` (shown redacted).
+
+    Chosen by the error's SQLSTATE (most specific first); a socket that could not connect at all is
+    :class:`DatabaseUnavailableError`. The original error is kept as ``__cause__``.
+    """
+    if isinstance(exc, StorageError):
+        return exc
+    cause = getattr(exc, "orig", None) or exc
+    cause = getattr(cause, "__cause__", None) or cause  # SQLAlchemy's adapted error wraps asyncpg's
+    state = str(getattr(cause, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", None) or "")
+    where = redacted(url)
+    kind, hint = StorageError, "failed"
+    for length in (5, 3, 2):
+        if state and state[:length] in _STATES:
+            kind, hint = _STATES[state[:length]]
+            break
+    else:
+        name = type(cause).__name__
+        if isinstance(cause, OSError | asyncio.TimeoutError) or name in (
+            "ConnectionDoesNotExistError",
+            "InterfaceError",
+            "ConnectionFailureError",
+        ):
+            kind, hint = DatabaseUnavailableError, "cannot be reached, or the connection was lost"
+    message = str(cause).replace(url, where)
+    error = kind(f"{where} {hint} ({type(cause).__name__}: {message})")
+    error.__cause__ = cause if isinstance(cause, Exception) else None
+    return error
+
+
+async def prepare(url: str, *, auto_upgrade: bool = True) -> None:
+    """Make the database at ``url`` a sessionstore database at :data:`HEAD` before first use.
+
+    At head: one query. Anything else is :func:`migrate`'s, in a worker thread (Alembic runs its own loop
+    there), which builds, upgrades or refuses it under the migration lock.
+    """
+    eng = engine(url, poolclass=_null_pool())
+    try:
+        async with eng.connect() as conn:
+            revision, _ = await conn.run_sync(read_revision)
+    except Exception as exc:
+        raise from_postgres(exc, url) from exc
+    finally:
+        await eng.dispose()
+    if revision == HEAD:
+        return
+    await asyncio.to_thread(migrate, url, "head", "upgrade", auto_upgrade=auto_upgrade)
+
+
+def _null_pool() -> Any:
+    from sqlalchemy.pool import NullPool
+
+    return NullPool
+
+
+def run_locked(url: str, work: Callable[[Connection], Any]) -> Any:
+    """Run ``work`` (on a sync connection) inside one transaction holding the migration lock; commit if it returns.
+
+    For Alembic's ``env.py`` (the ``alembic`` command) and :func:`migrate`. It blocks: called where an event loop
+    runs, it runs in a thread of its own (Alembic is synchronous, asyncpg is not).
+    """
+
+    async def run() -> Any:
+        from sqlalchemy import text
+
+        eng = engine(url, poolclass=_null_pool())
+        try:
+            async with eng.connect() as conn:
+                await conn.begin()
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+                result = await conn.run_sync(work)
+                await conn.commit()
+                return result
+        finally:
+            await eng.dispose()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run())
+    with ThreadPoolExecutor(1, thread_name_prefix="sessionstore-migrate") as thread:
+        return thread.submit(asyncio.run, run()).result()
+
+
+def migrate(
+    url: str,
+    revision: str = "head",
+    direction: str = "upgrade",
+    *,
+    auto_upgrade: bool = True,
+    scripts: Any = None,
+) -> str | None:
+    """Move the database at ``url`` to ``revision`` under the migration lock, in one transaction.
+
+    Returns the revision it was at. A database at a revision these scripts do not know, or with tables but no
+    revision, is refused untouched; one at an older revision with ``auto_upgrade`` off raises
+    :class:`SchemaOutOfDateError` naming the command that upgrades it.
+    """
+    from alembic import command
+    from alembic.config import Config
+
+    from . import migrate as files
+
+    directory = files._scripts(scripts)
+    target = files._resolve(directory, revision)
+    where = redacted(url)
+
+    def work(conn: Connection) -> str | None:
+        found, populated = read_revision(conn)
+        files._refuse_unknown(directory, where, found, populated)  # type: ignore[arg-type]
+        if found == target:
+            return found
+        if found is not None and not auto_upgrade:
+            raise SchemaOutOfDateError(
+                f"{where} is at schema revision {found}, older than this sessionstore's {target}, and auto-upgrade"
+                f" is off; upgrade it with: {UPGRADE_COMMAND.format(url=where)}"
+            )
+        ahead = target in files._lineage(directory, found)
+        if ahead != (direction == "downgrade"):
+            hint = "downgrade" if ahead else "upgrade"
+            raise SchemaError(f"{where} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
+        config = Config()
+        config.set_main_option("script_location", directory.dir)
+        config.attributes["connection"] = conn
+        config.attributes["configure_logger"] = False
+        try:
+            with _ALEMBIC:
+                if direction == "upgrade":
+                    command.upgrade(config, target or "base")
+                else:
+                    command.downgrade(config, target or "base")
+        except Exception as exc:
+            raise MigrationError(
+                f"{direction} of {where} from {found or 'base'} to {target or 'base'} failed and was rolled back:"
+                f" the database is as it was ({type(exc).__name__}: {exc})"
+            ) from exc
+        return found
+
+    try:
+        found: str | None = run_locked(url, work)
+    except StorageError:
+        raise
+    except Exception as exc:
+        raise from_postgres(exc, url) from exc
+    return found
+
+
+def read_revision(conn: Connection) -> tuple[str | None, bool]:
+    """``(revision, has_other_tables)`` of the database's current schema, as for a SQLite file."""
+    names = {
+        str(row[0])
+        for row in conn.exec_driver_sql(
+            "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"
+        )
+    }
+    populated = bool(names - {"alembic_version"})
+    if "alembic_version" not in names:
+        return None, populated
+    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    if len(rows) > 1:
+        heads = ", ".join(sorted(str(row[0]) for row in rows))
+        raise SchemaTooNewError(f"the database records several schema revisions ({heads}); it is left untouched")
+    return (str(rows[0][0]) if rows else None), populated

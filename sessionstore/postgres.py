@@ -1,0 +1,383 @@
+"""Durable storage in a PostgreSQL database: the same sessions, events and statements as :class:`SQLiteStorage`.
+
+Imported on demand (``from sessionstore.postgres import PostgresStorage``): it needs the ``postgres`` extra
+(asyncpg), which ``import sessionstore`` never loads.
+
+How it keeps conversations safe, at PostgreSQL's default isolation (read committed):
+
+* Every write call is one transaction on a connection of SQLAlchemy's async pool, and returns only once it has
+  committed. PostgreSQL commits concurrent transactions together (one WAL flush for many): no write lane.
+* A write to a session's events first locks the session's row (``SELECT ... FOR UPDATE``; a new session's row
+  is inserted ``ON CONFLICT DO NOTHING`` and then locked). Writers of one session, in any process on any host,
+  so take turns: the next position is computed (:data:`queries.APPEND_EVENT`) only by the holder of the lock,
+  from what is committed, and ``UNIQUE (session, position)`` stands behind it. Writers of different sessions
+  never wait for each other. A lock held past ``lock_timeout`` is :class:`DatabaseBusyError`.
+* A write call cancelled once its transaction has started finishes whole in the background (or rolls back
+  whole); the storage's next write waits for it, so writes keep their order.
+* A connection lost mid-transaction rolls back on the server: a call that raised
+  :class:`DatabaseUnavailableError` may or may not have committed, whole; a call that returned is committed.
+  Stale connections (a restarted server) are replaced before use, so the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from . import pgdatabase, queries
+from .codec import Codec, JsonCodec
+from .database import BUSY_TIMEOUT
+from .errors import InvalidSessionIdError, StorageError
+from .records import record_of
+from .sqlite import _described  # the event's role, text and text_path columns, as SQLiteStorage stores them
+from .storage import (
+    ContextLike,
+    SessionPage,
+    SessionRecord,
+    StreamId,
+    check_limit,
+    decode_cursor,
+    page_of,
+    record_row,
+    storable_text,
+)
+
+__all__ = ["PostgresStorage"]
+
+T = TypeVar("T")
+
+# updated_at is kept to within this much of the latest write (as SQLiteStorage keeps it).
+_UPDATED_AT_SLACK = timedelta(seconds=1)
+
+# -- the statements that differ from queries' ---------------------------------------------------------
+
+# The session's row, locked until the transaction ends: its writers take turns.
+LOCK_SESSION = queries.FIND_SESSION + " FOR UPDATE"
+# A bare row for a session written before it was saved; another writer may have made it meanwhile.
+# (released is a boolean here: PostgreSQL has no integer-to-boolean assignment.)
+NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").replace(
+    " RETURNING id", " ON CONFLICT (session_id) DO NOTHING RETURNING id"
+)
+
+_DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+
+def _hex_id(stream_id: object) -> str:
+    if isinstance(stream_id, UUID):
+        return stream_id.hex
+    raise InvalidSessionIdError(f"a stream id must be a uuid.UUID, got {type(stream_id).__name__}: {stream_id!r}")
+
+
+def _naive(value: datetime) -> datetime:
+    """How a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns)."""
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _now() -> datetime:
+    return _naive(datetime.now(UTC))
+
+
+def _session_params(row: dict[str, object]) -> dict[str, object]:
+    """:func:`record_row`'s parameters as PostgreSQL takes them: times as datetimes, ``released`` a boolean."""
+    return row | {
+        "created_at": datetime.fromisoformat(str(row["created_at"])),
+        "updated_at": datetime.fromisoformat(str(row["updated_at"])),
+        "released": bool(row["released"]),
+    }
+
+
+class PostgresStorage:
+    """Sessions and their events in a PostgreSQL database, named by its URL.
+
+    Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`. The constructor does
+    no I/O; the database is reached (and brought to the current schema, under the migration lock) on first
+    use or on ``async with``. ``lock_timeout`` is how long (seconds) a write waits for another writer of the
+    same session before :class:`~sessionstore.DatabaseBusyError`. ``pool_size`` connections are kept open.
+    The URL's password is never shown: ``repr``, messages and logs show ``***``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        codec: Codec | None = None,
+        auto_upgrade: bool = True,
+        lock_timeout: float = BUSY_TIMEOUT,
+        pool_size: int = 5,
+    ) -> None:
+        if not pgdatabase.is_url(url):
+            raise ValueError(f"not a PostgreSQL URL: {pgdatabase.redacted(str(url))!r} (postgresql://...)")
+        if lock_timeout < 0:
+            raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, got {pool_size}")
+        self._url = url
+        self.url = pgdatabase.redacted(url)
+        """The URL with its password hidden."""
+        self.codec: Codec = codec if codec is not None else JsonCodec()
+        self.auto_upgrade = auto_upgrade
+        self.lock_timeout = lock_timeout
+        self.pool_size = pool_size
+        self._engine: AsyncEngine | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._opening: asyncio.Lock | None = None
+        self._guard: asyncio.Task[None] | None = None
+        # Writes under way; those whose caller was cancelled are waited for before the next write starts.
+        self._writes: set[asyncio.Task[Any]] = set()
+        self._orphans: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self.url!r})"
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> PostgresStorage:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Reach the database now rather than on first use (creating or migrating its schema if needed)."""
+        await self._ready()
+
+    async def _ready(self) -> AsyncEngine:
+        loop = asyncio.get_running_loop()
+        if self._engine is not None and self._loop is loop:
+            return self._engine
+        if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
+            raise StorageError(f"{self} is in use by another event loop; use one PostgresStorage per event loop")
+        if self._opening is None or self._loop is not loop:
+            # First use, or the loop it was used on has closed: start over on this one.
+            self._opening = asyncio.Lock()
+            self._loop = loop
+            self._engine = None
+            self._writes, self._orphans = set(), set()
+        async with self._opening:
+            if self._engine is None:
+                try:
+                    await pgdatabase.prepare(self._url, auto_upgrade=self.auto_upgrade)
+                except _DB_ERRORS as exc:
+                    raise pgdatabase.from_postgres(exc, self._url) from exc
+                settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
+                self._engine = pgdatabase.engine(
+                    self._url,
+                    pool_size=self.pool_size,
+                    max_overflow=self.pool_size,
+                    connect_args={"server_settings": settings},
+                )
+                self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.url}")
+            return self._engine
+
+    async def aclose(self) -> None:
+        """Let writes under way finish, then close every connection. Reopens on next use."""
+        guard, self._guard = self._guard, None
+        if self._loop is asyncio.get_running_loop():
+            await self._dispose()
+        if guard is not None and not guard.done():
+            guard.cancel()
+
+    async def _close_with_loop(self) -> None:
+        # Cancelled when the loop shuts down with the storage still open: the connections are closed on
+        # their own loop rather than by the garbage collector after it.
+        try:
+            await asyncio.Event().wait()
+        finally:
+            try:
+                current = asyncio.current_task()
+            except RuntimeError:
+                current = None
+            if current is not None and self._guard is current:
+                await self._dispose()
+
+    async def _dispose(self) -> None:
+        if self._writes:
+            await asyncio.wait(list(self._writes))
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await engine.dispose()
+
+    # -- running work --------------------------------------------------------------------
+
+    async def _write(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``work`` in one transaction; return once it has committed. Cancelled, it still ends whole."""
+        engine = await self._ready()
+        if self._orphans:
+            await asyncio.wait(list(self._orphans))
+        task = asyncio.ensure_future(self._transaction(engine, work))
+        self._writes.add(task)
+        task.add_done_callback(self._finished)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._orphans.add(task)
+            raise
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._writes.discard(task)
+        self._orphans.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller cancelled meanwhile no longer waits for it
+
+    async def _transaction(self, engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        try:
+            async with engine.begin() as conn:
+                return await work(conn)
+        except _DB_ERRORS as exc:
+            raise pgdatabase.from_postgres(exc, self._url) from exc
+
+    async def _read(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        engine = await self._ready()
+        try:
+            async with engine.connect() as conn:
+                return await read(conn)
+        except _DB_ERRORS as exc:
+            raise pgdatabase.from_postgres(exc, self._url) from exc
+
+    # -- inside a write transaction -------------------------------------------------------
+
+    @staticmethod
+    async def _lock_session(conn: AsyncConnection, sid: str, now: datetime) -> int:
+        """The session's row id, its row locked until the transaction ends (made if missing); stamps ``updated_at``."""
+        row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+        if row is None:
+            made = (await conn.execute(text(NEW_SESSION), {"sid": sid, "now": now})).scalar()
+            if made is not None:
+                return int(made)
+            row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).one()  # another writer made it
+        if row[2] < now - _UPDATED_AT_SLACK:
+            await conn.execute(text(queries.STAMP_SESSION), {"now": now, "id": row[0]})
+        return int(row[0])
+
+    # -- Storage ----------------------------------------------------------------------------
+
+    async def save_event(self, event: Any, context: ContextLike) -> None:
+        """Append one event; returns once it is committed."""
+        sid = _hex_id(context.stream.id)
+        # Encoded now, on the caller's side: a bad event fails before any write.
+        type_name, payload = self.codec.encode(event)
+        row = {"type": type_name, "payload": payload, **_described(self.codec, event)}
+
+        async def work(conn: AsyncConnection) -> None:
+            now = _now()
+            row_id = await self._lock_session(conn, sid, now)
+            await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
+
+        await self._write(work)
+
+    async def get_history(self, stream_id: StreamId) -> list[Any]:
+        """The session's events in order (empty for an unknown stream)."""
+        sid = _hex_id(stream_id)
+
+        async def read(conn: AsyncConnection) -> list[tuple[str, str]]:
+            rows = (await conn.execute(text(queries.HISTORY), {"sid": sid})).all()
+            return [(str(r[2]), str(r[3])) for r in rows if r[2] is not None]
+
+        decode = self.codec.decode
+        return [decode(type_name, payload) for type_name, payload in await self._read(read)]
+
+    async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
+        """Replace the session's events in one transaction, writing only what changed."""
+        sid = _hex_id(stream_id)
+        new = list(events)
+        codec = self.codec
+        # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
+        encoded = [codec.encode(event) for event in new]
+        described = [_described(codec, event) for event in new]
+
+        async def work(conn: AsyncConnection) -> None:
+            now = _now()
+            row_id = await self._lock_session(conn, sid, now)
+            stored = [(str(t), str(p)) for t, p in await conn.execute(text(queries.STORED_EVENTS), {"id": row_id})]
+            keep = 0
+            limit = min(len(stored), len(new))
+            while keep < limit and encoded[keep] == stored[keep]:
+                keep += 1
+            if keep < len(stored):
+                await conn.execute(text(queries.DELETE_EVENTS_FROM), {"id": row_id, "position": keep})
+            rows = [
+                {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": now}
+                | described[position]
+                for position, (type_name, payload) in enumerate(encoded[keep:], start=keep)
+            ]
+            if rows:
+                await conn.execute(text(queries.INSERT_EVENT), rows)
+
+        await self._write(work)
+
+    async def drop_history(self, stream_id: StreamId) -> None:
+        """Delete the session and all its events."""
+        sid = _hex_id(stream_id)
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(text(queries.DELETE_SESSION), {"sid": sid})
+
+        await self._write(work)
+
+    # -- SessionCatalog -----------------------------------------------------------------------
+
+    async def save_session(self, record: SessionRecord) -> None:
+        params = _session_params(record_row(record))
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(text(queries.UPSERT_SESSION), params)
+
+        await self._write(work)
+
+    async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
+        sid = _hex_id(stream_id)
+
+        async def read(conn: AsyncConnection) -> SessionRecord | None:
+            rows = (await conn.execute(text(queries.OVERVIEW + " WHERE session_id = :sid"), {"sid": sid})).all()
+            if not rows:
+                return None
+            record = record_of(rows[0])
+            # The stored record: its title only if one was set.
+            return replace(record, title=None, derived_title=False) if record.derived_title else record
+
+        return await self._read(read)
+
+    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
+        params = {"sid": _hex_id(stream_id), "now": _now(), "released": released}
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(text(queries.TOUCH_SESSION), params)
+
+        await self._write(work)
+
+    async def set_title(self, stream_id: StreamId, title: str | None) -> None:
+        params = {"sid": _hex_id(stream_id), "title": None if title is None else storable_text(title, "title")}
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(text(queries.SET_TITLE), params)
+
+        await self._write(work)
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> SessionPage:
+        """Sessions newest first by creation (then id), ``limit`` at a time, after ``cursor``."""
+        check_limit(limit)
+        params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else limit + 1}
+        if cursor is not None:
+            when, after = decode_cursor(cursor)
+            params.update(before=_naive(when), before_id=after)
+        sql = queries.list_sessions(
+            cwd=cwd is not None, after=cursor is not None, limit=limit is not None, order="created_at"
+        )
+
+        async def read(conn: AsyncConnection) -> SessionPage:
+            return page_of([record_of(row) for row in await conn.execute(text(sql), params)], limit)
+
+        return await self._read(read)

@@ -1,0 +1,195 @@
+"""One migration history for both databases: the same revisions build, check, move and lock a PostgreSQL database,
+and its views answer as SQLite's do for the same data."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from uuid import uuid4
+
+import asyncpg  # type: ignore[import-untyped]
+from alembic.script import ScriptDirectory
+from pg_server import PostgresServer
+from sessionstore.migrations.sqlobjects import SQLObject, find
+from sqlalchemy.ext.asyncio import create_async_engine as create_engine
+
+from sessionstore import (
+    EventContext,
+    ModelMessage,
+    SessionRecord,
+    SQLiteStorage,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    migrate,
+    pgdatabase,
+)
+from sessionstore.models import Base
+from sessionstore.postgres import PostgresStorage
+
+REPO = Path(__file__).resolve().parents[2]
+HEAD, PREVIOUS = [revision for revision, _, _ in migrate.history()][:2]
+ALEMBIC = [sys.executable, "-m", "alembic"]
+
+
+def alembic(*args: str, env: dict[str, str] | None = None, ok: bool = True) -> str:
+    done = subprocess.run([*ALEMBIC, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode == 0) == ok, f"{args}: {done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+async def fetch(url: str, sql: str) -> list[tuple[object, ...]]:
+    """The rows of one statement; statements separated by ``;`` are run, and give none."""
+    conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+    try:
+        if ";" in sql:
+            await conn.execute(sql)
+            return []
+        return [tuple(r) for r in await conn.fetch(sql)]
+    finally:
+        await conn.close()
+
+
+def test_alembic_command_line_on_postgresql(pg_empty_url: str) -> None:
+    password = pg_empty_url.split(":")[2].split("@")[0]
+    url = pg_empty_url.replace("+asyncpg", "")  # postgresql:// works as well as postgresql+asyncpg://
+    assert f"-> {HEAD}" in alembic("-x", f"db={url}", "upgrade", "head")
+    assert "No new upgrade operations detected" in alembic("-x", f"db={pg_empty_url}", "check")
+    assert f"{HEAD} (head)" in alembic("-x", f"db={url}", "current")
+    env = {**os.environ, "SESSIONSTORE_DB": url}
+    assert f"{HEAD} -> {PREVIOUS}" in alembic("downgrade", "-1", env=env)
+    assert "0001 -> , baseline" in alembic("downgrade", "base", env=env)
+    assert asyncio.run(fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")) == [
+        ("alembic_version",)
+    ]
+    assert asyncio.run(fetch(url, "SELECT proname FROM pg_proc WHERE proname LIKE '%sessionstore%'")) == []
+    output = alembic("-x", f"db={url}", "upgrade", "head")
+    assert password not in output
+
+
+def test_a_new_database_is_the_models_and_the_objects_at_head(pg_server: PostgresServer, pg_url: str) -> None:
+    # compare_metadata ignores CHECK constraints, triggers, functions and views: the migrated database must be
+    # what create_all writes plus the objects at head as their revisions define them, statement for statement.
+    reference = pg_server.create_database()
+    try:
+        engine = create_engine(pg_server.url(reference, driver="postgresql+asyncpg"))
+
+        async def build() -> None:
+            async with engine.begin() as conn:
+                await conn.run_sync(Base.metadata.create_all)
+                scripts = ScriptDirectory(str(migrate.script_location()))
+                for name in migrate.OBJECTS_AT_HEAD_POSTGRESQL:
+                    for ddl in find(scripts, name, SQLObject).create(scripts):
+                        await conn.exec_driver_sql(ddl)
+            await engine.dispose()
+
+        asyncio.run(build())
+        asyncio.run(fetch(pg_url, "DROP TABLE alembic_version"))
+        migrated, built = pg_server.schema(pg_url.rsplit("/", 1)[1]), pg_server.schema(reference)
+        assert "CREATE TRIGGER events_revision_update" in migrated and "events_fts" in migrated
+        assert migrated == built
+    finally:
+        pg_server.drop_database(reference)
+
+
+def test_drift_is_detected_on_postgresql(pg_url: str) -> None:
+    # The check could pass by comparing nothing: a column the models lack must fail it.
+    asyncio.run(fetch(pg_url, "ALTER TABLE events ADD COLUMN stray TEXT"))
+    assert "stray" in alembic("-x", f"db={pg_url}", "check", ok=False)
+    asyncio.run(fetch(pg_url, "ALTER TABLE events DROP COLUMN stray"))
+    alembic("-x", f"db={pg_url}", "check")
+
+
+def test_a_populated_database_goes_down_to_base_and_back_up(pg_empty_url: str) -> None:
+    pgdatabase.migrate(pg_empty_url, "0001")
+    asyncio.run(
+        fetch(
+            pg_empty_url,
+            "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at,"
+            f" released, revision) VALUES ('{'a' * 32}', '/w', '[]', '[]', '{{}}', now(), now(), false, 0);"
+            "INSERT INTO events (session, position, type, payload, created_at) SELECT id, 0, 'user_message',"
+            ' \'{"content":"from 0001"}\', now() FROM sessions;'
+            "INSERT INTO events (session, position, type, payload, created_at) SELECT id, 1, 'tool_call',"
+            ' \'{"call_id":"c","name":"ls","arguments":{"path":"/","all":true}}\', now() FROM sessions',
+        )
+    )
+    assert pgdatabase.migrate(pg_empty_url) == "0001"  # the revision it was at
+    # 0003 filled the new columns as the codec describes those events, without counting a change
+    assert asyncio.run(fetch(pg_empty_url, "SELECT role, text, text_path FROM events ORDER BY position")) == [
+        ("user", None, "$.content"),
+        ("tool_call", 'ls(path="/", all=true)', None),
+    ]
+    assert asyncio.run(fetch(pg_empty_url, "SELECT revision FROM sessions")) == [(2,)]
+    assert asyncio.run(fetch(pg_empty_url, "SELECT role, text FROM transcript ORDER BY position")) == [
+        ("user", "from 0001"),
+        ("tool_call", 'ls(path="/", all=true)'),
+    ]
+    pgdatabase.migrate(pg_empty_url, "base", "downgrade")
+    pgdatabase.migrate(pg_empty_url)
+    alembic("-x", f"db={pg_empty_url}", "check")
+
+
+def test_two_processes_opening_an_old_database_at_once_migrate_it_once(pg_empty_url: str) -> None:
+    pgdatabase.migrate(pg_empty_url, "0001")
+    opener = (
+        "import asyncio, sys\nfrom sessionstore.postgres import PostgresStorage\n"
+        "async def main():\n    async with PostgresStorage(sys.argv[1]) as s:\n"
+        "        print(len((await s.list_sessions()).sessions))\nasyncio.run(main())\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", opener, pg_empty_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    outcomes = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 4, outcomes
+    assert asyncio.run(fetch(pg_empty_url, "SELECT version_num FROM alembic_version")) == [(HEAD,)]
+
+
+CONVERSATIONS = [
+    [
+        SystemMessage("be brief"),
+        UserMessage("  Why is the build red?\nIt was green\tyesterday " + "x" * 90),
+        ToolCall(call_id="c1", name="run", arguments={"cmd": "pytest -x", "n": 3, "deep": {"a": [1, None]}}),
+        ToolResult(call_id="c1", content="1 failed: test_parse_dates"),
+        ToolResult(call_id="c2", content={"files": ["a.py"], "ok": False}),
+        ModelMessage("test_parse_dates fails: the fixture expects UTC."),
+    ],
+    [ModelMessage("no user here"), UserMessage("Straße naïve émigré fixture")],
+    [],
+]
+
+
+async def test_views_answer_as_on_sqlite(pg_url: str, tmp_path: Path) -> None:
+    ids = [uuid4() for _ in CONVERSATIONS]
+    sqlite = SQLiteStorage(tmp_path / "same.db")
+    async with sqlite, PostgresStorage(pg_url) as postgres:
+        for storage in (sqlite, postgres):
+            for n, (sid, events) in enumerate(zip(ids, CONVERSATIONS, strict=True)):
+                await storage.save_session(
+                    SessionRecord(session_id=sid.hex, cwd=f"/w{n}", title="set" if n == 2 else None)
+                )
+                await storage.set_history(sid, events)
+            await storage.save_event(UserMessage("one more"), EventContext.for_stream(ids[1]))
+    with sqlite3.connect(tmp_path / "same.db") as conn:
+        lite_transcript = conn.execute(
+            "SELECT session_id, position, type, role, text FROM transcript ORDER BY session_id, position"
+        ).fetchall()
+        lite_overview = conn.execute(
+            "SELECT session_id, title, title_set, cwd, released, events FROM session_overview ORDER BY session_id"
+        ).fetchall()
+    pg_transcript = await fetch(
+        pg_url, "SELECT session_id, position, type, role, text FROM transcript ORDER BY session_id, position"
+    )
+    pg_overview = await fetch(
+        pg_url,
+        "SELECT session_id, title, title_set::int, cwd, released::int, events"
+        " FROM session_overview ORDER BY session_id",
+    )
+    assert pg_transcript == lite_transcript
+    assert pg_overview == lite_overview
+    assert len(lite_transcript) == 9 and lite_overview[0][1] is not None
