@@ -67,8 +67,9 @@ OBJECTS_AT_HEAD_POSTGRESQL = ("0001.PG_COUNTING", "0002.PG_FUNCTIONS", "0003.PG_
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
-# around each run: two threads migrating two files at once would tear them.
-# (Two processes are kept apart by SQLite's lock, see locked.)
+# around each run: two threads migrating two databases at once (of either kind)
+# would tear them. (Two processes are kept apart by SQLite's lock, see locked,
+# or PostgreSQL's advisory lock.)
 _ALEMBIC = threading.Lock()
 
 Direction = Literal["upgrade", "downgrade"]
@@ -222,13 +223,39 @@ def _backup(path: Path, revision: str, busy_timeout: float) -> Path:
     return target
 
 
+def check_direction(
+    scripts: ScriptDirectory, where: object, found: str | None, target: str | None, direction: Direction
+) -> None:
+    """Refuse a move the wrong way (an upgrade to a revision the database is already past, or the reverse)."""
+    ahead = target in _lineage(scripts, found)  # the database is past the target
+    if ahead != (direction == "downgrade"):
+        hint = "downgrade" if ahead else "upgrade"
+        raise SchemaError(f"{where} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
+
+
+def run_revisions(conn: Connection, scripts: ScriptDirectory, target: str | None, direction: Direction) -> None:
+    """Alembic's upgrade or downgrade to ``target`` on ``conn``, inside the caller's transaction and lock.
+
+    One run at a time in this process: Alembic's ``context`` and ``op`` are process-wide (see ``_ALEMBIC``).
+    """
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", scripts.dir)
+    config.attributes["connection"] = conn
+    config.attributes["configure_logger"] = False
+    with _ALEMBIC:
+        if direction == "upgrade":
+            command.upgrade(config, target or "base")
+        else:
+            command.downgrade(config, target or "base")
+
+
 def _migrate(
     path: Path, revision: str, direction: Direction, *, busy_timeout: float, scripts: ScriptDirectory
 ) -> Path | None:
     """Move ``path`` to ``revision`` under the lock, after a backup; the backup's path, if one was made."""
-    from alembic import command
-    from alembic.config import Config
-
     target = _resolve(scripts, revision)
     try:
         with locked(path, busy_timeout) as conn:
@@ -236,20 +263,10 @@ def _migrate(
             _refuse_unknown(scripts, path, found, populated)
             if found == target:
                 return None  # already there (perhaps another process just migrated it)
-            ahead = target in _lineage(scripts, found)  # the file is past the target
-            if ahead != (direction == "downgrade"):
-                hint = "downgrade" if ahead else "upgrade"
-                raise SchemaError(f"{path} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
+            check_direction(scripts, path, found, target, direction)
             backup = _backup(path, found, busy_timeout) if found is not None else None
-            config = Config()
-            config.set_main_option("script_location", scripts.dir)
-            config.attributes["connection"] = conn
             try:
-                with _ALEMBIC:
-                    if direction == "upgrade":
-                        command.upgrade(config, target or "base")
-                    else:
-                        command.downgrade(config, target or "base")
+                run_revisions(conn, scripts, target, direction)
                 broken = conn.exec_driver_sql("PRAGMA foreign_key_check").first()
                 if broken is not None:
                     raise MigrationError(f"the migration left a row that breaks a foreign key: {tuple(broken)}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,6 @@ from .errors import (
     DatabaseUnavailableError,
     EventEncodeError,
     MigrationError,
-    SchemaError,
     SchemaOutOfDateError,
     SchemaTooNewError,
     StorageError,
@@ -43,6 +41,8 @@ from .errors import (
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
     from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from .migrate import Direction
 
 __all__ = [
     "MIGRATION_LOCK",
@@ -64,10 +64,6 @@ MIGRATION_LOCK = 0x5E55_0000_0000_0001
 the same in every process on every host, that nothing else in sessionstore takes."""
 
 UPGRADE_COMMAND = "sessionstore db upgrade --db {url}"
-
-# Alembic's ``context`` and ``op`` are process-wide: one migration at a time in a process (two processes are
-# kept apart by the advisory lock).
-_ALEMBIC = threading.Lock()
 
 
 def is_url(db: object) -> bool:
@@ -207,7 +203,7 @@ def run_locked(url: str, work: Callable[[Connection], Any]) -> Any:
 def migrate(
     url: str,
     revision: str = "head",
-    direction: str = "upgrade",
+    direction: Direction = "upgrade",
     *,
     auto_upgrade: bool = True,
     scripts: Any = None,
@@ -218,9 +214,6 @@ def migrate(
     revision, is refused untouched; one at an older revision with ``auto_upgrade`` off raises
     :class:`SchemaOutOfDateError` naming the command that upgrades it.
     """
-    from alembic import command
-    from alembic.config import Config
-
     from . import migrate as files
 
     directory = files._scripts(scripts)
@@ -237,20 +230,9 @@ def migrate(
                 f"{where} is at schema revision {found}, older than this sessionstore's {target}, and auto-upgrade"
                 f" is off; upgrade it with: {UPGRADE_COMMAND.format(url=where)}"
             )
-        ahead = target in files._lineage(directory, found)
-        if ahead != (direction == "downgrade"):
-            hint = "downgrade" if ahead else "upgrade"
-            raise SchemaError(f"{where} is at {found or 'base'}; to reach {target or 'base'}, {hint} it")
-        config = Config()
-        config.set_main_option("script_location", directory.dir)
-        config.attributes["connection"] = conn
-        config.attributes["configure_logger"] = False
+        files.check_direction(directory, where, found, target, direction)
         try:
-            with _ALEMBIC:
-                if direction == "upgrade":
-                    command.upgrade(config, target or "base")
-                else:
-                    command.downgrade(config, target or "base")
+            files.run_revisions(conn, directory, target, direction)
         except Exception as exc:
             raise MigrationError(
                 f"{direction} of {where} from {found or 'base'} to {target or 'base'} failed and was rolled back:"
