@@ -36,10 +36,12 @@ from alembic.script import ScriptDirectory
 __all__ = [
     "FullTextIndex",
     "Function",
+    "IndexTrigger",
     "Group",
     "Index",
     "Part",
     "SQLObject",
+    "Table",
     "TableTrigger",
     "Trigger",
     "View",
@@ -104,6 +106,25 @@ class Trigger(SQLObject):
 
 
 @dataclass(frozen=True)
+class Table(SQLObject):
+    """A table that belongs to another object (an index's bookkeeping), not to the models: made with its rows."""
+
+    name: str
+    columns: str
+    """The column list: ``(id INTEGER PRIMARY KEY, ...)``."""
+    rows: str = ""
+    """A SELECT giving the rows it starts with."""
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE TABLE {self.name} {self.columns}"
+        if self.rows:
+            yield f"INSERT INTO {self.name} {self.rows}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP TABLE IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
 class VirtualTable(SQLObject):
     name: str
     using: str
@@ -138,6 +159,47 @@ class FullTextIndex(SQLObject):
         for trigger in reversed(self.triggers):
             yield from find(scripts, trigger, Trigger).drop(scripts)
         yield from find(scripts, self.table, VirtualTable).drop(scripts)
+
+
+@dataclass(frozen=True)
+class IndexTrigger(SQLObject):
+    """One of a full-text index's triggers, as an earlier revision wrote it; with a ``guard``, firing only where
+    the guard holds too.
+
+    The earlier body is used as it is (its text expression is written once, there); ``guard`` is ANDed to its
+    ``WHEN`` clause. ``before`` makes an ``AFTER`` trigger fire ``BEFORE`` the statement instead: SQLite does
+    not order two triggers of one event, and an update's ``'delete'`` of the old text must reach an index
+    before the new text's insert (else a word in both is taken out).
+    """
+
+    index: FullTextIndex | str
+    name: str
+    guard: str = ""
+    before: bool = False
+
+    def _trigger(self, scripts: ScriptDirectory) -> Trigger:
+        index = find(scripts, self.index, FullTextIndex)
+        for part in index.triggers:
+            trigger = find(scripts, part, Trigger)
+            if trigger.name == self.name:
+                return trigger
+        raise LookupError(f"{self.index!r} has no trigger {self.name!r}")
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        body = self._trigger(scripts).body
+        if self.before:
+            if not body.startswith("AFTER "):
+                raise ValueError(f"{self.name}: not an AFTER trigger: {body!r}")
+            body = "BEFORE " + body.removeprefix("AFTER ")
+        if self.guard:
+            head, begin, rest = body.partition(" BEGIN ")
+            if " WHEN " not in head or not begin:
+                raise ValueError(f"{self.name}: no WHEN clause to guard in {body!r}")
+            body = f"{head} AND {self.guard}{begin}{rest}"
+        yield f"CREATE TRIGGER {self.name} {body}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP TRIGGER IF EXISTS {self.name}"
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,8 @@ class CheckReport:
     ``schema_objects``: views and triggers missing or not as this version
     defines them; ``search_index``: events the full-text index cannot find, or
     its errors. Both are what ``check --repair`` mends; ``repaired`` says what it did.
+    ``unindexed``: how many of the newest events the index does not hold yet (not a
+    problem: writers index in batches, and search reads those events directly).
     """
 
     integrity: list[str]
@@ -61,6 +63,7 @@ class CheckReport:
     schema_objects: list[str] = field(default_factory=list)
     search_index: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    unindexed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -82,6 +85,7 @@ class CheckReport:
             "schema_objects": self.schema_objects,
             "search_index": self.search_index,
             "repaired": self.repaired,
+            "unindexed": self.unindexed,
         }
 
 
@@ -121,26 +125,38 @@ much more than one batch, however large the command's work."""
 
 
 def in_batches(
-    conn: sqlite3.Connection, path: Path, items: Iterable[T], apply: Callable[[sqlite3.Connection, T], R]
+    conn: sqlite3.Connection,
+    path: Path,
+    items: Iterable[T],
+    apply: Callable[[sqlite3.Connection, T], R],
+    *,
+    finish: Callable[[sqlite3.Connection], object] | None = None,
 ) -> Iterator[R]:
     """``apply`` each item in turn, in as many short transactions as it takes, each of whole items.
 
     Maintenance never starves an agent: no transaction holds the lock past
     :data:`BATCH_SECONDS`, and between two the lock is free. An interrupted run
-    has applied whole items only.
+    has applied whole items only. ``finish`` ends each transaction, within its
+    time (an import indexes the events it wrote).
     """
     remaining = iter(items)
     done = False
+    finishing = 0.0
     while not done:
         results: list[R] = []
         with transaction(conn, path):
             started = time.monotonic()
-            while time.monotonic() - started < BATCH_SECONDS:
+            # The last finish's time is kept free for this one's.
+            while time.monotonic() - started < BATCH_SECONDS - finishing:
                 item = next(remaining, _END)
                 if item is _END:
                     done = True
                     break
                 results.append(apply(conn, cast(T, item)))
+            if finish is not None:
+                finished = time.monotonic()
+                finish(conn)
+                finishing = min(time.monotonic() - finished, BATCH_SECONDS / 2)
         yield from results
         if not done:
             time.sleep(PAUSE_SECONDS)
@@ -152,6 +168,26 @@ _END: Any = object()
 def _delete(conn: sqlite3.Connection, sid: str) -> str:
     conn.execute(queries.DELETE_SESSION, {"sid": sid})
     return sid
+
+
+INDEX_BATCH = 1000
+"""At most this many events are indexed in one transaction (a few tens of ms): a file left far behind by hand
+or by a crash is caught up without holding the write lock long."""
+
+
+def index_new_events(conn: sqlite3.Connection, batch: int = INDEX_BATCH) -> bool:
+    """Index up to ``batch`` events past the full-text index's mark, inside the caller's write transaction, and
+    move the mark past them (revision 0005); whether more are left.
+
+    Writers call it every few hundred events and when they finish; until then
+    ``search`` finds the newer events through a scratch index of its own.
+    """
+    through = conn.execute(queries.NEXT_MARK, {"batch": batch}).fetchone()[0]
+    if through is None:
+        return False
+    conn.execute(queries.INDEX_NEW_EVENTS, {"through": through})
+    conn.execute(queries.MARK_INDEXED, {"through": through})
+    return bool(conn.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0])
 
 
 def forget_deleted(conn: sqlite3.Connection, path: Path) -> None:
@@ -276,7 +312,9 @@ def check(db: str | Path, *, repair: bool = False) -> CheckReport:
         current = revision == HEAD
         altered = _altered_objects(conn) if current else []
         index = _index_problems(conn) if current and not any("events_fts" in name for name in altered) else []
-    report = CheckReport(integrity, foreign, revision, schema_objects=altered, search_index=index)
+        trails = conn.execute(queries.UNINDEXED_EVENTS).fetchone() if current and not altered else None
+    unindexed = int(trails[0]) if trails is not None else 0
+    report = CheckReport(integrity, foreign, revision, schema_objects=altered, search_index=index, unindexed=unindexed)
     if not repair or not (altered or index):
         return report
     repaired = _repair(Path(db), altered)
@@ -302,12 +340,17 @@ def _altered_objects(conn: sqlite3.Connection) -> list[str]:
     return problems
 
 
-# The first event with text from a random id on: samples spread over the whole file, each one index lookup.
-_SAMPLE = "SELECT event_id, text FROM transcript WHERE event_id >= ? AND text IS NOT NULL ORDER BY event_id LIMIT 1"
+# The first indexed event with text from a random id on: samples spread over the whole file, each one index lookup.
+_SAMPLE = (
+    "SELECT event_id, text FROM transcript WHERE event_id >= ? AND text IS NOT NULL"
+    " AND event_id <= (SELECT indexed_through FROM events_fts_progress) ORDER BY event_id LIMIT 1"
+)
 
 
 def _index_problems(conn: sqlite3.Connection) -> list[str]:
     """Events the full-text index should find by a word of theirs and does not (or its errors)."""
+    if conn.execute("SELECT count(*) FROM events_fts_progress").fetchone()[0] != 1:
+        return ["the full-text index has lost its mark (events_fts_progress has no row)"]
     low, high = conn.execute("SELECT min(id), max(id) FROM events").fetchone()
     if low is None:
         return []
@@ -344,5 +387,6 @@ def _repair(path: Path, altered: list[str]) -> list[str]:
             conn.execute(objects[name])
             done.append(f"made {name} again")
         conn.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+        conn.execute(queries.RESET_MARK)
         done.append("rebuilt the full-text index")
     return done

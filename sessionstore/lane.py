@@ -10,6 +10,19 @@ in the next (group commit): with 50 sessions appending at once, 7.0x and 8.2x
 those two, since many callers share one fsync, yet each call still returns
 only after its own commit.
 
+Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measures both):
+
+* on the event loop's own thread, when the lane is idle and its last commits
+  were quick: the writes queued in the same loop iteration share one
+  transaction, started by ``loop.call_soon``. No hop to another thread and back
+  (~160 us of a ~400 us append on this project's machine), at the price of the
+  loop waiting for the commit's fsync (typically 0.3 ms here).
+* on the writer thread otherwise: the first write (it opens the connection),
+  while another process holds the write lock (the loop never waits for a
+  lock: it hands the batch over at once), for :data:`BACKOFF` seconds after a
+  commit on the loop took longer than :data:`LOOP_COMMIT_LIMIT` (a slow disk,
+  a checkpoint), and for writes queued while a commit runs there.
+
 A write is whole or absent: a caller cancelled before its write starts has
 written nothing; once it has started, the transaction commits or rolls back
 whole, whatever happens to the caller.
@@ -21,6 +34,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from .database import transaction
-from .errors import StorageError, from_sqlite
+from .errors import DatabaseBusyError, StorageError, from_sqlite
 
 __all__ = ["AfterCommit", "WriteLane", "Work"]
 
@@ -43,6 +57,12 @@ Work = Callable[[sqlite3.Connection], tuple[T, AfterCommit]]
 
 MAX_BATCH = 256
 """At most this many jobs share one transaction."""
+
+LOOP_COMMIT_LIMIT = 0.002
+"""Seconds a commit on the event loop's thread may take before the next ones go to the writer thread: well under
+the 5 ms of loop lag an agent's other tasks should ever see."""
+BACKOFF = 1.0
+"""Seconds the writer thread commits alone after a slow or blocked commit on the loop's thread."""
 
 _PENDING, _TAKEN, _CANCELLED = 0, 1, 2
 _UNSET: Any = object()
@@ -74,9 +94,14 @@ class WriteLane:
         self._thread: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="sessionstore-writer")
         self._pending: deque[_Job] = deque()
         self._lock = threading.Lock()
-        # Set while no flush is queued or running on the writer thread (event-loop side).
+        # Set while no flush is queued or running, on either thread (event-loop side).
         self._idle = asyncio.Event()
         self._idle.set()
+        # Until when (time.monotonic) commits stay on the writer thread; the busy timeout the connection
+        # was opened with, and whether it is in force (on the loop's thread a lock is never waited for).
+        self._thread_until = 0.0
+        self._busy_ms = 0
+        self._waits = True
 
     async def submit(self, work: Work[T]) -> T:
         """Queue ``work``; return its result once the transaction holding it has committed.
@@ -94,7 +119,7 @@ class WriteLane:
             self._pending.append(job)
         if self._idle.is_set():
             self._idle.clear()
-            self._thread.submit(self._flush, loop)
+            self._schedule(loop)
         try:
             return cast(T, await job.future)
         except asyncio.CancelledError:
@@ -112,10 +137,15 @@ class WriteLane:
             await asyncio.get_running_loop().run_in_executor(thread, self._close_connection)
             thread.shutdown(wait=False)
 
-    # -- on the writer thread -------------------------------------------------------------------
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the next flush: on the loop's thread when it may (see the module's docstring), else the writer's."""
+        assert self._thread is not None
+        if self._conn is not None and time.monotonic() >= self._thread_until:
+            loop.call_soon(self._flush_on_loop, loop)
+        else:
+            self._thread.submit(self._flush, loop)
 
-    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Commit the queued jobs (at most ``MAX_BATCH``) in one transaction and report back."""
+    def _take(self) -> list[_Job]:
         jobs: list[_Job] = []
         with self._lock:
             while self._pending and len(jobs) < MAX_BATCH:
@@ -123,8 +153,55 @@ class WriteLane:
                 if job.state == _PENDING:
                     job.state = _TAKEN
                     jobs.append(job)
+        return jobs
+
+    # -- on the event loop's thread ---------------------------------------------------------------
+
+    def _flush_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Commit the queued jobs here if the lock is free at once; else, or on any error, hand them over."""
+        jobs = self._take()
+        started = time.perf_counter()
+        outcomes = self._commit_here(jobs) if jobs else []
+        if not isinstance(outcomes, list):
+            if isinstance(outcomes, DatabaseBusyError):
+                self._thread_until = time.monotonic() + BACKOFF
+            assert self._thread is not None
+            # Nothing was written: the writer thread runs them again, waits for the lock, and fails only
+            # the jobs at fault.
+            self._thread.submit(self._flush, loop, jobs)
+            return
+        if time.perf_counter() - started > LOOP_COMMIT_LIMIT:
+            self._thread_until = time.monotonic() + BACKOFF
         try:
-            for job, outcome in zip(jobs, self._commit(jobs) if jobs else [], strict=True):
+            self._report(jobs, outcomes)
+        finally:
+            self._delivered(jobs, loop)
+
+    def _commit_here(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit]] | Exception:
+        """The jobs in one transaction, without waiting for the lock; or what stopped it (rolled back whole)."""
+        assert self._conn is not None
+        self._wait_for_lock(False)
+        try:
+            with transaction(self._conn, self._path) as conn:
+                return [job.work(conn) for job in jobs]
+        except Exception as exc:
+            return exc
+
+    # -- on the writer thread -------------------------------------------------------------------
+
+    def _flush(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job] | None = None) -> None:
+        """Commit the queued jobs (at most ``MAX_BATCH``), or ``jobs``, in one transaction and report back."""
+        jobs = self._take() if jobs is None else jobs
+        try:
+            self._report(jobs, self._commit(jobs) if jobs else [])
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+                loop.call_soon_threadsafe(self._delivered, jobs, loop)
+
+    def _report(self, jobs: Sequence[_Job], outcomes: Sequence[tuple[Any, AfterCommit] | BaseException]) -> None:
+        """Run each committed job's after-commit step and keep its outcome for its caller."""
+        try:
+            for job, outcome in zip(jobs, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
                     job.outcome = outcome
                     continue
@@ -138,15 +215,21 @@ class WriteLane:
                 if job.outcome is _UNSET:
                     job.outcome = exc
             raise
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
-                loop.call_soon_threadsafe(self._delivered, jobs, loop)
+
+    def _wait_for_lock(self, wait: bool) -> None:
+        """Let the connection wait for another process's lock (its busy timeout), or not at all."""
+        assert self._conn is not None
+        if wait != self._waits:
+            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms if wait else 0}")
+            self._waits = wait
 
     def _commit(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit] | BaseException]:
         """Run ``jobs`` in one transaction; on failure, each alone so one bad write fails alone."""
         try:
             if self._conn is None:
                 self._conn = self._connect()
+                self._busy_ms = int(self._conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            self._wait_for_lock(True)
             with transaction(self._conn, self._path) as conn:
                 return [job.work(conn) for job in jobs]
         except Exception as exc:
@@ -177,6 +260,6 @@ class WriteLane:
         with self._lock:
             more = bool(self._pending)
         if more and self._thread is not None:
-            self._thread.submit(self._flush, loop)
+            self._schedule(loop)
         else:
             self._idle.set()

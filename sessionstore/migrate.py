@@ -60,7 +60,13 @@ __all__ = [
 
 UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
 
-OBJECTS_AT_HEAD = ("0001.COUNTING", "0003.INSPECTION")
+OBJECTS_AT_HEAD = (
+    "0001.COUNTING",
+    "0003.TRANSCRIPT",
+    "0003.SESSION_OVERVIEW",
+    "0002.EVENTS_FTS",
+    "0005.INDEXING",
+)
 """The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
 (``migrations/sqlobjects.py``). A revision that replaces one names its new definition here."""
 OBJECTS_AT_HEAD_POSTGRESQL = ("0001.PG_COUNTING", "0002.PG_FUNCTIONS", "0003.PG_INSPECTION")

@@ -20,13 +20,19 @@ __all__ = [
     "FIND_SESSION",
     "HISTORY",
     "HISTORY_BYTES",
+    "INDEX_NEW_EVENTS",
+    "UNINDEXED_EVENTS",
     "INSERT_EVENT",
+    "MARK_INDEXED",
     "MERGE_INDEX",
+    "NEXT_MARK",
     "NEW_SESSION",
     "OVERVIEW",
+    "RESET_MARK",
     "RESOLVE_PREFIX",
     "REVISION",
     "SEARCH",
+    "SEARCH_NEW_EVENTS",
     "SESSION_COUNT",
     "SET_TITLE",
     "STAMP_SESSION",
@@ -92,6 +98,27 @@ SET_TITLE = "UPDATE sessions SET title = :title WHERE session_id = :sid"
 # found nothing left to merge changes one row (the command itself). SQLite's FTS5 only.
 MERGE_INDEX = "INSERT INTO events_fts (events_fts, rank) VALUES ('merge', -64)"
 
+# Bringing the full-text index up to date (revision 0005), a batch at a time: NEXT_MARK is the id of the
+# ``:batch``-th event past the mark (or the newest); the events up to it are indexed and the mark moves there,
+# in one write transaction. A writer runs it every few hundred events and when it closes; what is not indexed
+# meanwhile, search reads through SEARCH_NEW_EVENTS. The mark never moves back: an id at or below it handed
+# out again is indexed by the insert trigger.
+NEXT_MARK = (
+    "SELECT max(id) FROM (SELECT id FROM events WHERE id > (SELECT indexed_through FROM events_fts_progress)"
+    " ORDER BY id LIMIT :batch)"
+)
+INDEX_NEW_EVENTS = (
+    "INSERT INTO events_fts (rowid, text) SELECT event_id, text FROM transcript"
+    " WHERE event_id > (SELECT indexed_through FROM events_fts_progress) AND event_id <= :through"
+)
+MARK_INDEXED = "UPDATE events_fts_progress SET indexed_through = max(indexed_through, :through)"
+# After a rebuild (which indexes every event): the mark at the newest event, its row made again if it was lost.
+RESET_MARK = (
+    "INSERT OR REPLACE INTO events_fts_progress (id, indexed_through) SELECT 1, coalesce(max(id), 0) FROM events"
+)
+# How many events the full-text index does not hold yet (those past the mark).
+UNINDEXED_EVENTS = "SELECT count(*) FROM events WHERE id > (SELECT indexed_through FROM events_fts_progress)"
+
 # -- reads -------------------------------------------------------------------------------------
 
 # A session's events in order, with the session's row id and revision (one
@@ -154,11 +181,26 @@ RESOLVE_PREFIX = (
     "SELECT session_id FROM sessions WHERE session_id >= :low AND session_id < :high ORDER BY session_id LIMIT 6"
 )
 
-SEARCH = (
+# Full-text search, best first: over ``events_fts``, or (``table``) over the scratch index records.search
+# makes of the events the index does not hold yet. The hit's rank is last, so the two can be merged.
+_SEARCH = (
     "SELECT s.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = s.session_id),"
-    " e.position, e.type, e.role, snippet(events_fts, -1, '[', ']', '…', 12)"
-    " FROM events_fts JOIN events AS e ON e.id = events_fts.rowid JOIN sessions AS s ON s.id = e.session"
-    " WHERE events_fts MATCH :query ORDER BY events_fts.rank LIMIT :limit"
+    " e.position, e.type, e.role, snippet({table}, -1, '[', ']', '…', 12), {table}.rank"
+    " FROM {table} JOIN events AS e ON e.id = {table}.rowid JOIN sessions AS s ON s.id = e.session"
+    " WHERE {table} MATCH :query ORDER BY {table}.rank LIMIT :limit"
+)
+SEARCH = _SEARCH.format(table="events_fts")
+
+
+def search_in(table: str) -> str:
+    """:data:`SEARCH` over another FTS5 table of event ids and their text (``temp.new_events``)."""
+    return _SEARCH.format(table=table)
+
+
+# The events the full-text index does not hold yet (ids past the mark), with their text.
+SEARCH_NEW_EVENTS = (
+    "SELECT event_id, text FROM transcript"
+    " WHERE event_id > (SELECT indexed_through FROM events_fts_progress) AND text IS NOT NULL"
 )
 
 SESSION_COUNT = "SELECT count(*), coalesce(sum(released), 0) FROM sessions"

@@ -415,10 +415,16 @@ def fts_query(text: str) -> str:
 
 
 def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> list[SearchHit]:
-    """``sessionstore search``: events whose text matches, best first. ``raw`` takes FTS5 query syntax as it is."""
+    """``sessionstore search``: events whose text matches, best first. ``raw`` takes FTS5 query syntax as it is.
+
+    Exact however far the index trails (revision 0005): the events past its mark
+    are indexed into a scratch index of this connection's own, and both are
+    searched in one snapshot, so no committed event is missed.
+    """
     query = text if raw else fts_query(text)
     if not query.strip():
         raise UsageError(f"nothing to search for in {text!r} (words are letters, digits and _)")
+    limit = min(limit, _SQL_INT_MAX)
     with reading(db) as conn:
         revision = read_revision(conn)[0]
         if revision != HEAD:
@@ -427,12 +433,47 @@ def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> 
                 " run `sessionstore db upgrade`"
             )
         try:
-            rows = conn.execute(queries.SEARCH, {"query": query, "limit": min(limit, _SQL_INT_MAX)}).fetchall()
+            with _new_events_index(conn) as table:
+                params = {"query": query, "limit": limit}
+                rows = conn.execute(queries.SEARCH, params).fetchall()
+                rows += conn.execute(queries.search_in(table), params).fetchall()
         except sqlite3.OperationalError as exc:
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 raise UsageError(f"not a valid full-text query: {text!r} ({exc})") from None
             raise
-    return [SearchHit(str(s), t, int(p), str(k), str(snip), role) for s, t, p, k, role, snip in rows]
+    rows.sort(key=lambda row: row[-1])  # by rank; bm25 of the two indexes are alike enough to interleave
+    return [SearchHit(str(s), t, int(p), str(k), str(snip), role) for s, t, p, k, role, snip, _ in rows[:limit]]
+
+
+_NEW_EVENTS = "new_events"
+# The index's own options but where its text comes from: the scratch index tokenizes exactly as it does.
+_CONTENT_OPTION = re.compile(r"\s*\bcontent(?:_rowid)?\s*=\s*'[^']*'\s*,?")
+
+
+@contextlib.contextmanager
+def _new_events_index(conn: sqlite3.Connection) -> Iterator[str]:
+    """A temporary FTS5 table of the events ``events_fts`` does not hold yet, inside one read snapshot.
+
+    The temp schema is the connection's own, in memory: the database file is
+    not written (``query_only`` is lifted only while the scratch table is made).
+    """
+    sql = str(conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_fts'").fetchone()[0])
+    options = _CONTENT_OPTION.sub(" ", sql[sql.index("(") + 1 : sql.rindex(")")]).strip()
+    conn.execute("PRAGMA query_only = OFF")
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE temp.{_NEW_EVENTS} USING fts5({options})")
+        try:
+            conn.execute("BEGIN")
+            conn.executemany(
+                f"INSERT INTO temp.{_NEW_EVENTS} (rowid, text) VALUES (?, ?)", conn.execute(queries.SEARCH_NEW_EVENTS)
+            )
+            yield _NEW_EVENTS
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+            conn.execute(f"DROP TABLE temp.{_NEW_EVENTS}")
+    finally:
+        conn.execute("PRAGMA query_only = ON")
 
 
 def stats(db: str | Path) -> Stats:

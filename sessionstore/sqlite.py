@@ -58,6 +58,12 @@ CACHE_BYTES = 32 * 1024 * 1024
 """How much stored text (payloads) the read cache may stand for, by default: the histories this process read or
 wrote last, kept so a read or a ``set_history`` of an unchanged history costs no decoding. Decoded events take a
 few times their text in memory."""
+INDEX_EVERY = 256
+"""A storage brings the full-text index up to date (in a transaction of its own) once it has written this many
+events since it last did, ``INDEX_IDLE`` seconds after its last write, and when it closes: appends commit without
+indexing (revision 0005), and search reads the few events not yet indexed directly."""
+INDEX_IDLE = 1.0
+
 # updated_at is kept to within this much of the latest write: restamping it (and
 # its two indexes) on every event of a burst would double what each commit writes.
 _UPDATED_AT_SLACK = timedelta(seconds=1)
@@ -166,6 +172,12 @@ class SQLiteStorage:
         # Read by the event loop and the readers, updated by the writer thread after each commit.
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # Events written (counted by the write jobs, in commit order), the count when the index was last brought
+        # up to date, and what does it next (the last three on the event loop's side).
+        self._written_events = 0
+        self._indexed_events = 0
+        self._indexing: asyncio.Task[None] | None = None
+        self._index_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({str(self.path)!r}, synchronous={self.synchronous!r})"
@@ -200,20 +212,26 @@ class SQLiteStorage:
             if self._lane is None:
                 # Creates the file (0600, in private folders) if needed, brings it to the
                 # current schema, and opens one reader, so the first read does not wait for it.
-                await asyncio.to_thread(self._prepare)
+                trailing = await asyncio.to_thread(self._prepare)
                 self._readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="sessionstore-reader")
                 self._lane = WriteLane(self.path, self._connection, self._cache_lock)
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.path}")
+                if trailing:  # left behind by a writer that stopped without closing
+                    self._written_events += INDEX_EVERY
+                    self._written()
             return self._lane
 
-    def _prepare(self) -> None:
+    def _prepare(self) -> bool:
+        """Bring the file to head and open the first reader; whether the full-text index trails the events."""
         prepare(
             self.path,
             auto_upgrade=self.auto_upgrade,
             busy_timeout=self.busy_timeout,
             allow_shared_file=self.allow_shared_file,
         )
-        self._idle_readers.put(self._reader())
+        reader = self._reader()
+        self._idle_readers.put(reader)
+        return bool(reader.execute(queries.UNINDEXED_EVENTS).fetchone()[0])
 
     def _connection(self) -> sqlite3.Connection:
         return connect(
@@ -250,7 +268,15 @@ class SQLiteStorage:
 
     async def _dispose(self) -> None:
         lane, readers = self._lane, self._readers
+        if self._index_timer is not None:
+            self._index_timer.cancel()
+            self._index_timer = None
         if lane is not None:
+            if self._indexing is not None:
+                await asyncio.wait([self._indexing])
+            if self._written_events != self._indexed_events:
+                self._indexing = asyncio.get_running_loop().create_task(self._index())
+                await asyncio.wait([self._indexing])
             await lane.close()  # queued writes commit and their callers hear back first
         self._lane = None
         self._readers = None
@@ -286,6 +312,47 @@ class SQLiteStorage:
             raise from_sqlite(exc, self.path) from exc
         finally:
             self._idle_readers.put(conn)
+
+    # -- the full-text index, brought up to date in batches ---------------------------------
+
+    def _written(self) -> None:
+        """After a write: bring the index up to date when enough events were written, or soon after the last."""
+        unindexed = self._written_events - self._indexed_events
+        loop = self._loop
+        if loop is None or self._indexing is not None or not unindexed:
+            return
+        if unindexed >= INDEX_EVERY:
+            if self._index_timer is not None:
+                self._index_timer.cancel()
+                self._index_timer = None
+            self._indexing = loop.create_task(self._index())
+        elif self._index_timer is None:
+            self._index_timer = loop.call_later(INDEX_IDLE, self._index_soon)
+
+    def _index_soon(self) -> None:
+        self._index_timer = None
+        unindexed = self._written_events != self._indexed_events
+        if self._indexing is None and unindexed and self._lane is not None and self._loop is not None:
+            self._indexing = self._loop.create_task(self._index())
+
+    async def _index(self) -> None:
+        from .admin import index_new_events  # the maintenance module: not loaded by `import sessionstore`
+
+        def work(conn: sqlite3.Connection) -> tuple[bool, None]:
+            return index_new_events(conn), None
+
+        before, self._indexed_events = self._indexed_events, self._written_events
+        try:
+            while await self._submit(work):  # a batch per transaction: the writes queued meanwhile go between
+                pass
+        except StorageError:
+            # The events are committed whatever happens here, and search reads those not indexed: a later
+            # write tries again.
+            self._indexed_events = before
+            return
+        finally:
+            self._indexing = None
+        self._written()  # what was written meanwhile
 
     # -- inside a write transaction -------------------------------------------------------
 
@@ -347,6 +414,7 @@ class SQLiteStorage:
             stamp = utc_text(now)
             row_id, revision = self._ensure_session(conn, sid, now, stamp)
             conn.execute(queries.APPEND_EVENT, {**row, "id": row_id, "now": stamp})
+            self._written_events += 1
 
             def after_commit() -> None:
                 cached = self._cache.get(sid)
@@ -358,6 +426,7 @@ class SQLiteStorage:
             return None, after_commit
 
         await self._submit(work)
+        self._written()
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""
@@ -445,6 +514,7 @@ class SQLiteStorage:
             if rows:
                 conn.executemany(queries.INSERT_EVENT, rows)
                 changes += len(rows)
+                self._written_events += len(rows)
 
             size = kept_size + sum(len(str(row["payload"])) for row in rows)
 
@@ -455,6 +525,7 @@ class SQLiteStorage:
             return None, after_commit
 
         await self._submit(work)
+        self._written()
 
     async def drop_history(self, stream_id: StreamId) -> None:
         """Delete the session and all its events, unrecoverably, from the file, its index and its log."""

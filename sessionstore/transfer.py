@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 from . import queries, records
-from .admin import forget_deleted, in_batches, writable
+from .admin import forget_deleted, in_batches, index_new_events, writable
 from .codec import ROLES, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
@@ -471,7 +471,9 @@ def _import_into(path: Path, source: Path, replace: bool, total: int, progress: 
         def apply(conn: sqlite3.Connection, item: _ImportSession) -> tuple[str, int]:
             return _import_one(conn, item, replace), len(item.events)
 
-        for done, (outcome, count) in enumerate(in_batches(conn, path, _read_export(source), apply), 1):
+        for done, (outcome, count) in enumerate(
+            in_batches(conn, path, _read_export(source), apply, finish=index_new_events), 1
+        ):
             counts[outcome] += 1
             if outcome != "unchanged":
                 events += count

@@ -116,7 +116,7 @@ def fill_described(conn: sqlite3.Connection) -> None:
 
 # How to fill a file at each revision. The upgrade test builds every revision
 # with its filler; a revision without one fails that test until it has one.
-FILLERS = {"0001": fill, "0002": fill, "0003": fill_described, "0004": fill_described}
+FILLERS = {"0001": fill, "0002": fill, "0003": fill_described, "0004": fill_described, "0005": fill_described}
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.
 SESSION_COLUMNS = "id, session_id, cwd, additional_directories, mcp_servers, meta, title, created_at, updated_at,"

@@ -273,3 +273,25 @@ async def test_two_storages_in_one_process_migrate_their_files_at_once(built: Bu
     await asyncio.gather(*(storage.open() for storage in storages))
     await asyncio.gather(*(storage.aclose() for storage in storages))
     assert [migrate.current(path) for path in [*old, *new]] == [migrate.HEAD] * 6
+
+
+def test_0005_marks_what_0004_indexed_and_a_downgrade_indexes_what_was_not_yet(built: Build) -> None:
+    """Up: every event already there is indexed, so the mark starts at the newest. Down: the events past the
+    mark are indexed before 0003's triggers (which index each event as it comes) return."""
+    path = built("0004")
+    migrate.upgrade(path, "0005")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        newest = conn.execute("SELECT max(id) FROM events").fetchone()[0]
+        assert conn.execute("SELECT indexed_through FROM events_fts_progress").fetchall() == [(newest,)]
+        conn.execute(  # a new event, past the mark: not in the index yet
+            "INSERT INTO events (session, position, type, payload, created_at, role, text_path)"
+            " VALUES (1, 1000, 'user_message', '{\"content\": \"quokka\"}', '2026-11-30 00:00:00', 'user', '$.content')"
+        )
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM events_fts WHERE events_fts MATCH 'quokka'").fetchone() == (0,)
+    migrate.downgrade(path, "0004")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT count(*) FROM events_fts WHERE events_fts MATCH 'quokka'").fetchone() == (1,)
+        conn.execute("INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 1)")
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "events_fts_progress" not in tables

@@ -1,0 +1,106 @@
+"""Where a write commits: on the event loop's thread when the lane is idle, on the writer thread otherwise.
+
+The loop's thread saves the hop to the writer thread and back; it must never
+cost the agent's other tasks their responsiveness. So the loop never waits for
+another process's lock (the batch goes to the writer thread at once), and a
+slow commit sends the next ones to the writer thread for a while.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from sessionstore import EventContext, SQLiteStorage, UserMessage, lane
+
+
+@pytest.fixture
+def committers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of the thread each write transaction of a lane ran on, in order (the real transaction runs)."""
+    names: list[str] = []
+    real = lane.transaction
+
+    @contextmanager
+    def recorded(conn: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connection]:
+        with real(conn, path) as inside:
+            yield inside
+        names.append(threading.current_thread().name)
+
+    monkeypatch.setattr(lane, "transaction", recorded)
+    # No commit counts as slow unless a test says so: on a loaded machine an fsync can take longer than the limit.
+    monkeypatch.setattr(lane, "LOOP_COMMIT_LIMIT", 60.0)
+    return names
+
+
+async def test_an_idle_lane_commits_on_the_loops_thread_and_batches_what_one_iteration_queued(
+    tmp_path: Path, committers: list[str]
+) -> None:
+    stream = EventContext.for_stream(uuid4())
+    async with SQLiteStorage(tmp_path / "agent.db") as storage:
+        await storage.save_event(UserMessage("first: opens the connection"), stream)
+        for n in range(5):
+            await storage.save_event(UserMessage(f"one at a time {n}"), stream)
+        # 20 writes queued in one loop iteration share one transaction.
+        await asyncio.gather(
+            *(storage.save_event(UserMessage(f"at once {n}"), EventContext.for_stream(uuid4())) for n in range(20))
+        )
+        assert len(await storage.get_history(stream.stream.id)) == 6
+    loop_thread = threading.current_thread().name
+    assert committers[0].startswith("sessionstore-writer")
+    assert committers[1:6] == [loop_thread] * 5
+    # One transaction for the 20, then closing brings the full-text index up to date (one more).
+    assert committers[6:] == [loop_thread, loop_thread]
+
+
+async def test_the_loop_never_waits_for_another_process_lock(tmp_path: Path, committers: list[str]) -> None:
+    path = tmp_path / "agent.db"
+    stream = EventContext.for_stream(uuid4())
+    async with SQLiteStorage(path) as storage:
+        await storage.save_event(UserMessage("opens the connection"), stream)
+        await storage.save_event(UserMessage("on the loop"), stream)
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock for 0.5 s
+        gaps: list[float] = []
+
+        async def tick() -> None:
+            last = time.perf_counter()
+            while True:
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        asyncio.get_running_loop().call_later(0.5, holder.rollback)
+        started = time.perf_counter()
+        await storage.save_event(UserMessage("waits for the lock, on the writer thread"), stream)
+        waited = time.perf_counter() - started
+        ticker.cancel()
+        holder.close()
+        assert waited >= 0.45  # it did wait for the lock...
+        assert max(gaps) < 0.1  # ...and the loop kept running meanwhile
+        assert len(await storage.get_history(stream.stream.id)) == 3
+    assert committers[-1].startswith("sessionstore-writer")
+
+
+async def test_a_slow_commit_sends_the_next_ones_to_the_writer_thread(
+    tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lane, "LOOP_COMMIT_LIMIT", 0.0)  # every commit counts as slow
+    monkeypatch.setattr(lane, "BACKOFF", 60.0)
+    stream = EventContext.for_stream(uuid4())
+    async with SQLiteStorage(tmp_path / "agent.db") as storage:
+        for n in range(4):
+            await storage.save_event(UserMessage(f"message {n}"), stream)
+    loop_thread = threading.current_thread().name
+    # The first opens the connection (writer thread), the second commits on the loop and is slow, the rest wait.
+    assert committers[1] == loop_thread
+    assert all(name.startswith("sessionstore-writer") for name in committers[2:4])
