@@ -12,16 +12,18 @@ only after its own commit.
 
 Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measures both):
 
-* on the event loop's own thread, when the lane is idle and its last commits
-  were quick: the writes queued in the same loop iteration share one
-  transaction, started by ``loop.call_soon``. No hop to another thread and back
-  (~160 us of a ~400 us append on this project's machine), at the price of the
-  loop waiting for the commit's fsync (typically 0.3 ms here).
+* on the event loop's own thread, when the lane is idle and its commits there
+  have been quick: the writes queued in the same loop iteration (at most
+  :data:`LOOP_BATCH`) share one transaction, started by ``loop.call_soon``. No
+  hop to another thread and back (~160 us of a ~400 us append on this
+  project's machine), at the price of the loop waiting for the commit's fsync
+  (typically 0.3 ms here).
 * on the writer thread otherwise: the first write (it opens the connection),
-  while another process holds the write lock (the loop never waits for a
-  lock: it hands the batch over at once), for :data:`BACKOFF` seconds after a
-  commit on the loop took longer than :data:`LOOP_COMMIT_LIMIT` (a slow disk,
-  a checkpoint), and for writes queued while a commit runs there.
+  more writes at once than :data:`LOOP_BATCH`, a write while another process
+  holds the write lock (the loop never waits for a lock: it hands the batch
+  over at once), every write for :data:`BACKOFF` seconds once the commits on
+  the loop have taken more than :data:`LOOP_COMMIT_LIMIT` on average (a slow
+  disk, a busy machine), and the writes queued while a commit runs there.
 
 A write is whole or absent: a caller cancelled before its write starts has
 written nothing; once it has started, the transaction commits or rolls back
@@ -58,11 +60,16 @@ Work = Callable[[sqlite3.Connection], tuple[T, AfterCommit]]
 MAX_BATCH = 256
 """At most this many jobs share one transaction."""
 
+LOOP_BATCH = 8
+"""At most this many writes commit together on the event loop's thread; more go to the writer thread (inserting
+them would keep the loop waiting)."""
 LOOP_COMMIT_LIMIT = 0.002
-"""Seconds a commit on the event loop's thread may take before the next ones go to the writer thread: well under
-the 5 ms of loop lag an agent's other tasks should ever see."""
+"""Seconds the commits on the event loop's thread may take on average (a moving average over the last ten or so)
+before the next ones go to the writer thread: well under the 5 ms of loop lag an agent's other tasks should ever
+see, and one late commit (the machine busy for a moment) does not move it there."""
 BACKOFF = 1.0
-"""Seconds the writer thread commits alone after a slow or blocked commit on the loop's thread."""
+"""Seconds the writer thread commits alone after the commits on the loop's thread were slow, or one was blocked."""
+_SMOOTHING = 0.1
 
 _PENDING, _TAKEN, _CANCELLED = 0, 1, 2
 _UNSET: Any = object()
@@ -100,6 +107,7 @@ class WriteLane:
         # Until when (time.monotonic) commits stay on the writer thread; the busy timeout the connection
         # was opened with, and whether it is in force (on the loop's thread a lock is never waited for).
         self._thread_until = 0.0
+        self._loop_commit_seconds = 0.0  # the moving average of the commits on the loop's thread
         self._busy_ms = 0
         self._waits = True
 
@@ -160,6 +168,10 @@ class WriteLane:
     def _flush_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit the queued jobs here if the lock is free at once; else, or on any error, hand them over."""
         jobs = self._take()
+        if len(jobs) > LOOP_BATCH:
+            assert self._thread is not None
+            self._thread.submit(self._flush, loop, jobs)
+            return
         started = time.perf_counter()
         outcomes = self._commit_here(jobs) if jobs else []
         if not isinstance(outcomes, list):
@@ -170,8 +182,11 @@ class WriteLane:
             # the jobs at fault.
             self._thread.submit(self._flush, loop, jobs)
             return
-        if time.perf_counter() - started > LOOP_COMMIT_LIMIT:
+        took = time.perf_counter() - started
+        self._loop_commit_seconds += _SMOOTHING * (took - self._loop_commit_seconds)
+        if self._loop_commit_seconds > LOOP_COMMIT_LIMIT:
             self._thread_until = time.monotonic() + BACKOFF
+            self._loop_commit_seconds = 0.0  # after the back-off, judged afresh
         try:
             self._report(jobs, outcomes)
         finally:

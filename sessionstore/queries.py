@@ -19,7 +19,6 @@ __all__ = [
     "EVENTS_OF",
     "FIND_SESSION",
     "HISTORY",
-    "HISTORY_BYTES",
     "INDEX_NEW_EVENTS",
     "UNINDEXED_EVENTS",
     "INSERT_EVENT",
@@ -122,18 +121,14 @@ UNINDEXED_EVENTS = "SELECT count(*) FROM events WHERE id > (SELECT indexed_throu
 # -- reads -------------------------------------------------------------------------------------
 
 # A session's events in order, with the session's row id and revision (one
-# row with NULL events for a session that has none).
+# row with NULL events for a session that has none): one round trip, for PostgreSQL.
 HISTORY = (
     "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s"
     " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = :sid ORDER BY e.position"
 )
-# The same, for a history holding text that is not UTF-8 (edited by hand):
-# bytes come back as they are and are decoded row by row.
-HISTORY_BYTES = (
-    "SELECT s.id, s.revision, CAST(e.type AS BLOB), CAST(e.payload AS BLOB) FROM sessions AS s"
-    " LEFT JOIN events AS e ON e.session = s.id WHERE s.session_id = :sid ORDER BY e.position"
-)
 
+# A session's events in order, by its row id; and the same for a history holding text that is not UTF-8
+# (edited by hand): bytes come back as they are and are decoded row by row.
 STORED_EVENTS = "SELECT type, payload FROM events WHERE session = :id ORDER BY position"
 STORED_EVENTS_BYTES = (
     "SELECT CAST(type AS BLOB), CAST(payload AS BLOB) FROM events WHERE session = :id ORDER BY position"

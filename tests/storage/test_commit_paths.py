@@ -48,16 +48,19 @@ async def test_an_idle_lane_commits_on_the_loops_thread_and_batches_what_one_ite
         await storage.save_event(UserMessage("first: opens the connection"), stream)
         for n in range(5):
             await storage.save_event(UserMessage(f"one at a time {n}"), stream)
-        # 20 writes queued in one loop iteration share one transaction.
-        await asyncio.gather(
-            *(storage.save_event(UserMessage(f"at once {n}"), EventContext.for_stream(uuid4())) for n in range(20))
-        )
+        # Writes queued in one loop iteration share one transaction: on the loop's thread up to LOOP_BATCH of
+        # them, on the writer thread beyond.
+        for count in (lane.LOOP_BATCH, lane.LOOP_BATCH + 1):
+            writes = [
+                storage.save_event(UserMessage(f"at once {n}"), EventContext.for_stream(uuid4())) for n in range(count)
+            ]
+            await asyncio.gather(*writes)
         assert len(await storage.get_history(stream.stream.id)) == 6
     loop_thread = threading.current_thread().name
     assert committers[0].startswith("sessionstore-writer")
     assert committers[1:6] == [loop_thread] * 5
-    # One transaction for the 20, then closing brings the full-text index up to date (one more).
-    assert committers[6:] == [loop_thread, loop_thread]
+    assert committers[6] == loop_thread and committers[7].startswith("sessionstore-writer")
+    assert committers[8:] == [loop_thread]  # closing brings the full-text index up to date
 
 
 async def test_the_loop_never_waits_for_another_process_lock(tmp_path: Path, committers: list[str]) -> None:
