@@ -333,8 +333,8 @@ def stored_events(conn: sqlite3.Connection, row_id: int) -> list[tuple[str, str]
     except sqlite3.OperationalError as exc:
         if not _is_bad_utf8(exc):
             raise
-        rows = conn.execute(queries.STORED_EVENTS_BYTES, {"id": row_id})
-        return [(str(t), str(p)) for t, p in (_texts(*row) for row in rows)]
+        raw = conn.execute(queries.STORED_EVENTS_BYTES, {"id": row_id})
+        return [(str(t), str(p)) for t, p in (_texts(*row) for row in raw)]
 
 
 def text_at(payload: str, path: str) -> str | None:
