@@ -17,6 +17,7 @@ from pathlib import Path
 from uuid import UUID
 
 from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, queries
+from sessionstore.admin import index_new_events
 from sessionstore.codec import JsonCodec
 from sessionstore.database import connect, prepare
 from sessionstore.storage import utc_text
@@ -81,6 +82,9 @@ def build(path: Path, sessions: int, events: int, seed: int = 1) -> None:
             conn.execute("COMMIT")
             conn.execute("BEGIN")
             print(f"{number + 1} sessions, {time.perf_counter() - began:.0f} s", flush=True)
+    conn.execute("COMMIT")
+    conn.execute("BEGIN")
+    index_new_events(conn, batch=sessions * events)  # as a storage would have, in batches, as it wrote them
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -16,6 +16,7 @@ from uuid import UUID
 from _support import CHILD_TIMEOUT, child
 
 from sessionstore import migrate, queries, records
+from sessionstore.admin import index_new_events
 from sessionstore.codec import JsonCodec
 from sessionstore.database import connect
 from sessionstore.events import ModelMessage, ToolResult, UserMessage
@@ -51,6 +52,7 @@ def build(path: Path, first: int = 0) -> list[str]:
                 | {"role": role, "text": None if path_ else shown, "text_path": path_}
             )
         conn.executemany(queries.INSERT_EVENT, rows)
+    index_new_events(conn, batch=SESSIONS * EVENTS)
     conn.execute("COMMIT")
     conn.close()
     return ids
