@@ -19,7 +19,8 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   project's machine), at the price of the loop waiting for the commit's fsync
   (typically 0.3 ms here).
 * on the writer thread otherwise: the first write (it opens the connection),
-  more writes at once than :data:`LOOP_BATCH`, a write while another process
+  more writes at once than :data:`LOOP_BATCH`, work submitted with
+  ``on_loop=False`` (indexing new events), a write while another process
   holds the write lock (the loop never waits for a lock: it hands the batch
   over at once), every write for :data:`BACKOFF` seconds once the commits on
   the loop have taken more than :data:`LOOP_COMMIT_LIMIT` on average (a slow
@@ -81,6 +82,7 @@ class _Job:
 
     work: Work[Any]
     future: asyncio.Future[Any]
+    on_loop: bool = True
     state: int = _PENDING
     outcome: Any = _UNSET
 
@@ -111,8 +113,11 @@ class WriteLane:
         self._busy_ms = 0
         self._waits = True
 
-    async def submit(self, work: Work[T]) -> T:
+    async def submit(self, work: Work[T], *, on_loop: bool = True) -> T:
         """Queue ``work``; return its result once the transaction holding it has committed.
+
+        ``on_loop=False`` keeps it off the event loop's thread (work that takes
+        long whatever the disk: indexing a batch of events).
 
         The thread answers a whole transaction's callers with one call back
         into the event loop, and the next transaction starts only after they
@@ -122,7 +127,7 @@ class WriteLane:
         if self._thread is None:
             raise StorageError(f"{self._path}: the storage was closed")
         loop = asyncio.get_running_loop()
-        job = _Job(work, loop.create_future())
+        job = _Job(work, loop.create_future(), on_loop)
         with self._lock:
             self._pending.append(job)
         if self._idle.is_set():
@@ -168,7 +173,7 @@ class WriteLane:
     def _flush_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit the queued jobs here if the lock is free at once; else, or on any error, hand them over."""
         jobs = self._take()
-        if len(jobs) > LOOP_BATCH:
+        if len(jobs) > LOOP_BATCH or not all(job.on_loop for job in jobs):
             assert self._thread is not None
             self._thread.submit(self._flush, loop, jobs)
             return

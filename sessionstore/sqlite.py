@@ -292,8 +292,8 @@ class SQLiteStorage:
 
     # -- running work --------------------------------------------------------------------
 
-    async def _submit(self, work: Work[T]) -> T:
-        return await (await self._ready()).submit(work)
+    async def _submit(self, work: Work[T], *, on_loop: bool = True) -> T:
+        return await (await self._ready()).submit(work, on_loop=on_loop)
 
     async def _read(self, read: Callable[..., T], *args: Any) -> T:
         """Run ``read(connection, *args)`` on a reader thread."""
@@ -343,7 +343,8 @@ class SQLiteStorage:
 
         before, self._indexed_events = self._indexed_events, self._written_events
         try:
-            while await self._submit(work):  # a batch per transaction: the writes queued meanwhile go between
+            # A batch per transaction, on the writer thread (tens of ms for a large one): writes go between.
+            while await self._submit(work, on_loop=False):
                 pass
         except StorageError:
             # The events are committed whatever happens here, and search reads those not indexed: a later
@@ -550,7 +551,7 @@ class SQLiteStorage:
             conn.execute(queries.MERGE_INDEX)
             return conn.total_changes - before > 1, None
 
-        while await self._submit(merge):
+        while await self._submit(merge, on_loop=False):
             pass
         await asyncio.to_thread(truncate_wal, self.path, self.busy_timeout)
 
