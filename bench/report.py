@@ -340,6 +340,14 @@ def targets(run: Run) -> list[str]:
             floor_b.median >= 2,
             f"median {floor_b.median:.2f}x, rounds {floor_b.low:.2f}-{floor_b.high:.2f}x",
         )
+    lags = [(name, run.cell(OURS, key)) for key, name in (("la", "(a)"), ("lb", "(b)"))]
+    measured_lags = [(name, c) for name, c in lags if c is not None and c.samples]
+    if measured_lags:
+        check(
+            "event-loop lag p99 under 5 ms during (a) and (b), in every round",
+            all(max(c.samples) < 5 for _, c in measured_lags),
+            "; ".join(f"{name} {min(c.samples):.2f}-{max(c.samples):.2f} ms" for name, c in measured_lags),
+        )
     floor_d = pair("d", "raw", False)
     if floor_d is not None:
         check(
