@@ -208,6 +208,7 @@ class SQLiteStorage:
             self._opening = asyncio.Lock()
             self._loop = loop
             self._lane = None
+            self._indexing, self._index_timer = None, None
         async with self._opening:
             if self._lane is None:
                 # Creates the file (0600, in private folders) if needed, brings it to the
