@@ -441,7 +441,8 @@ def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> 
             with _new_events_index(conn) as table:
                 params = {"query": query, "limit": limit}
                 rows = conn.execute(queries.SEARCH, params).fetchall()
-                rows += conn.execute(queries.search_in(table), params).fetchall()
+                if table is not None:
+                    rows += conn.execute(queries.search_in(table), params).fetchall()
         except sqlite3.OperationalError as exc:
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 raise UsageError(f"not a valid full-text query: {text!r} ({exc})") from None
@@ -456,29 +457,35 @@ _CONTENT_OPTION = re.compile(r"\s*\bcontent(?:_rowid)?\s*=\s*'[^']*'\s*,?")
 
 
 @contextlib.contextmanager
-def _new_events_index(conn: sqlite3.Connection) -> Iterator[str]:
-    """A temporary FTS5 table of the events ``events_fts`` does not hold yet, inside one read snapshot.
+def _new_events_index(conn: sqlite3.Connection) -> Iterator[str | None]:
+    """One read snapshot, and in it a temporary FTS5 table of the events ``events_fts`` does not hold yet (None
+    when it holds them all).
 
     The temp schema is the connection's own, in memory: the database file is
-    not written (``query_only`` is lifted only while the scratch table is made).
+    not written (``query_only`` is lifted only while the scratch table exists).
     """
-    sql = str(conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_fts'").fetchone()[0])
-    options = _CONTENT_OPTION.sub(" ", sql[sql.index("(") + 1 : sql.rindex(")")]).strip()
-    conn.execute("PRAGMA query_only = OFF")
+    conn.execute("BEGIN")
     try:
-        conn.execute(f"CREATE VIRTUAL TABLE temp.{_NEW_EVENTS} USING fts5({options})")
+        new = conn.execute(queries.SEARCH_NEW_EVENTS).fetchall()
+        if not new:
+            yield None
+            return
+        sql = str(conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_fts'").fetchone()[0])
+        options = _CONTENT_OPTION.sub(" ", sql[sql.index("(") + 1 : sql.rindex(")")]).strip()
+        conn.execute("PRAGMA query_only = OFF")
         try:
-            conn.execute("BEGIN")
-            conn.executemany(
-                f"INSERT INTO temp.{_NEW_EVENTS} (rowid, text) VALUES (?, ?)", conn.execute(queries.SEARCH_NEW_EVENTS)
-            )
-            yield _NEW_EVENTS
-        finally:
-            if conn.in_transaction:
+            conn.execute(f"CREATE VIRTUAL TABLE temp.{_NEW_EVENTS} USING fts5({options})")
+            try:
+                conn.executemany(f"INSERT INTO temp.{_NEW_EVENTS} (rowid, text) VALUES (?, ?)", new)
+                yield _NEW_EVENTS
+            finally:
                 conn.execute("COMMIT")
-            conn.execute(f"DROP TABLE temp.{_NEW_EVENTS}")
+                conn.execute(f"DROP TABLE temp.{_NEW_EVENTS}")
+        finally:
+            conn.execute("PRAGMA query_only = ON")
     finally:
-        conn.execute("PRAGMA query_only = ON")
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 def stats(db: str | Path) -> Stats:
