@@ -7,7 +7,8 @@ and the two views, in the part of SQL that SQLite and PostgreSQL share
 full-text search, the title rule), the difference lives in the views, which
 each database's migrations define; full-text search (:data:`SEARCH`, FTS5) is
 SQLite's own. ``sqlite3`` runs them as they are; SQLAlchemy's ``text()`` runs
-them on any other database.
+them on PostgreSQL (:class:`sessionstore.pgdatabase.Connection`). The few that
+cannot be the same have a ``_POSTGRESQL`` variant beside them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from __future__ import annotations
 __all__ = [
     "APPEND_EVENT",
     "DELETE_EVENTS_FROM",
+    "DATABASE_SIZE_POSTGRESQL",
     "DELETE_SESSION",
     "EVENTS_OF",
+    "EVENT_ROWS",
+    "EVENT_TYPES",
     "FIND_SESSION",
     "HISTORY",
     "HISTORY_BYTES",
@@ -27,7 +31,9 @@ __all__ = [
     "RESOLVE_PREFIX",
     "REVISION",
     "SEARCH",
+    "SEARCH_POSTGRESQL",
     "SESSION_COUNT",
+    "SESSION_IDS",
     "SET_TITLE",
     "STAMP_SESSION",
     "STORED_EVENTS",
@@ -108,6 +114,8 @@ HISTORY_BYTES = (
 )
 
 STORED_EVENTS = "SELECT type, payload FROM events WHERE session = :id ORDER BY position"
+# What import compares a stored session's events with.
+EVENT_ROWS = "SELECT position, type, payload FROM events WHERE session = :id ORDER BY position"
 STORED_EVENTS_BYTES = (
     "SELECT CAST(type AS BLOB), CAST(payload AS BLOB) FROM events WHERE session = :id ORDER BY position"
 )
@@ -154,13 +162,33 @@ RESOLVE_PREFIX = (
     "SELECT session_id FROM sessions WHERE session_id >= :low AND session_id < :high ORDER BY session_id LIMIT 6"
 )
 
-SEARCH = (
+# A hit: the session, its title (as the overview gives it), the event, and what shows where the words are.
+_HIT = (
     "SELECT s.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = s.session_id),"
-    " e.position, e.type, e.role, snippet(events_fts, -1, '[', ']', '…', 12)"
+    " e.position, e.type, e.role, "
+)
+SEARCH = (
+    _HIT + "snippet(events_fts, -1, '[', ']', '…', 12)"
     " FROM events_fts JOIN events AS e ON e.id = events_fts.rowid JOIN sessions AS s ON s.id = e.session"
     " WHERE events_fts MATCH :query ORDER BY events_fts.rank LIMIT :limit"
 )
+# PostgreSQL: the GIN index events_fts (to_tsvector('simple', ...) of the transcript's text, revision 0003)
+# finds candidates for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it, and
+# cuts the snippet from the text. Paged: a page may keep fewer hits than it read.
+SEARCH_POSTGRESQL = (
+    _HIT.replace("s.", "t.").replace("e.", "t.") + "t.text FROM transcript AS t"
+    " WHERE to_tsvector('simple', t.text) @@ to_tsquery('simple', :query)"
+    " ORDER BY ts_rank(to_tsvector('simple', t.text), to_tsquery('simple', :query)) DESC, t.event_id"
+    " LIMIT :limit OFFSET :offset"
+)
 
-SESSION_COUNT = "SELECT count(*), coalesce(sum(released), 0) FROM sessions"
+# CASE, not sum(released): released is an integer in SQLite and a boolean in PostgreSQL.
+SESSION_COUNT = "SELECT count(*), count(CASE WHEN released = TRUE THEN 1 END) FROM sessions"
+SESSION_IDS = "SELECT session_id FROM sessions ORDER BY id"
+EVENT_TYPES = "SELECT type, count(*) FROM events GROUP BY type ORDER BY count(*) DESC, type"
+# What stats shows for a server's database where a file has its size.
+DATABASE_SIZE_POSTGRESQL = (
+    "SELECT pg_database_size(current_database()), pg_total_relation_size('sessions') + pg_total_relation_size('events')"
+)
 
 REVISION = "SELECT version_num FROM alembic_version"
