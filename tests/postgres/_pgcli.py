@@ -19,7 +19,7 @@ from _clitools import TIMEOUT, Spec, child_env, conversation, now, script_path, 
 from sessionstore import BaseEvent, SessionRecord, SQLiteStorage
 from sessionstore.postgres import PostgresStorage
 
-__all__ = ["Spec", "child_env", "conversation", "now", "run", "write_both", "write_db", "write_sessions"]
+__all__ = ["Spec", "child_env", "conversation", "now", "run", "script_path", "write_both", "write_db", "write_sessions"]
 
 
 def run(*args: object, input: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
