@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 from _pgcli import run, write_both
+from pg_server import PostgresServer
 
-from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, queries, records
+from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, pgdatabase, queries, records
 from sessionstore.errors import NotOnPostgreSQLError
 
 TEXTS = [
@@ -45,12 +47,11 @@ AGREE_FTS = [
 
 
 @pytest.fixture(scope="module")
-def both(pg_server: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def both(pg_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """The same sessions in a SQLite file and a PostgreSQL database (written by each storage)."""
-    from conftest import _head_template
-
-    name = pg_server.create_database(_head_template(pg_server))  # type: ignore[attr-defined]
-    url = pg_server.url(name)  # type: ignore[attr-defined]
+    name = pg_server.create_database()
+    url = pg_server.url(name)
+    pgdatabase.migrate(url)
     db = tmp_path_factory.mktemp("search") / "same.db"
     sessions = [
         (uuid4(), [UserMessage(text), ModelMessage(f"answer {n}")], {"cwd": "/w"}) for n, text in enumerate(TEXTS)
@@ -66,7 +67,8 @@ def both(pg_server: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
         )
     )
     write_both(db, url, sessions)
-    return db, url
+    yield db, url
+    pg_server.drop_database(name)
 
 
 def hits(db: str | Path, query: str, raw: bool = False) -> set[tuple[str, int]]:
