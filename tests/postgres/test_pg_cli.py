@@ -117,6 +117,15 @@ def test_stats_and_check_show_what_a_server_has(pg_server: PostgresServer, pg_ur
     assert broken.returncode == 1 and report["ok"] is False
     assert sorted(report["schema_objects"]) == ["events_revision_delete is missing", "session_overview is missing"]
 
+    # Events whose session row went while the foreign key's triggers were off are named.
+    pg_server.psql(
+        "ALTER TABLE sessions DISABLE TRIGGER ALL; DELETE FROM sessions WHERE released = FALSE;"
+        " ALTER TABLE sessions ENABLE TRIGGER ALL",
+        database=name,
+    )
+    orphans = json.loads(run("check", "--json", "--db", pg_url).stdout)["foreign_keys"]
+    assert len(orphans) == 1 and orphans[0].startswith("events row ") and "missing sessions row" in orphans[0]
+
 
 def test_db_commands_move_a_server_database(pg_empty_url: str) -> None:
     url = pg_empty_url
@@ -215,3 +224,16 @@ def test_logs_and_reprs_never_hold_the_password(
         assert pg_server.password not in text and "wrong@" not in text
     connection_repr = repr(pgdatabase.PgConnection(None, pg_url))
     assert pg_server.password not in connection_repr and "***" in connection_repr
+
+
+async def test_the_functions_work_from_async_code_too(pg_url: str, tmp_path: Path) -> None:
+    """The same synchronous functions, called where an event loop runs (directly, or in a worker thread)."""
+    import asyncio
+
+    from sessionstore import records
+
+    _, (sid,) = await asyncio.to_thread(twins, tmp_path, pg_url, [Spec(conversation())])
+    assert [r.session_id for r in records.list_sessions(pg_url)] == [sid]
+    record, events = await asyncio.to_thread(records.read_session, pg_url, sid[:6])
+    assert record.session_id == sid and len(events) == len(conversation())
+    assert [h.position for h in records.search(pg_url, "fixture")] == [4]
