@@ -7,6 +7,11 @@ storage. Every user mistake is found before anything is written. Writes need
 the file at the schema revision this version expects; an older file is
 refused with the command that upgrades it, rather than upgraded as a side
 effect of, say, deleting a session.
+
+On a PostgreSQL URL the same functions run the same statements
+(:func:`pgdatabase.either`); what differs is said where it does: a long
+command is one transaction there (MVCC: an agent writing other sessions never
+waits for it), and ``check`` checks what a server's database has.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from . import queries, records
+from . import pgdatabase, queries, records
 from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction, truncate_wal
-from .errors import SchemaError, UsageError, from_sqlite
+from .errors import NotADatabaseError, NotOnPostgreSQLError, SchemaError, UsageError, from_sqlite
 from .storage import SessionRecord, storable_text, utc_text
 
 __all__ = [
@@ -68,7 +73,7 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return (
-            self.integrity == ["ok"]
+            self.integrity in (["ok"], [])  # [] on PostgreSQL: no file of pages to check
             and not self.foreign_keys
             and self.revision == self.head
             and not self.schema_objects
@@ -92,6 +97,19 @@ class CheckReport:
 @contextlib.contextmanager
 def writable(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
     """A connection to an existing file at the expected schema revision, the user's own, to write to."""
+    if pgdatabase.is_url(db):
+        with pgdatabase.connected(str(db), write=True) as pg:
+            revision = pg.revision()
+            if revision is None:
+                raise NotADatabaseError(f"{records.where(db)} is not a sessionstore database (no schema revision)")
+            if revision != HEAD:
+                command = pgdatabase.UPGRADE_COMMAND.format(url=records.where(db))
+                raise SchemaError(
+                    f"{records.where(db)} is at schema revision {revision!r}, this sessionstore writes {HEAD!r};"
+                    f" run `{command}` first"
+                )
+            yield cast(sqlite3.Connection, pg)  # it speaks the part of sqlite3.Connection used here
+        return
     path = Path(db).expanduser()
     conn = connect(path, busy_timeout=busy_timeout, check_tables=True)
     try:
@@ -140,6 +158,9 @@ def in_batches(
     time (an import indexes the events it wrote).
     """
     remaining = iter(items)
+    # PostgreSQL: one transaction, all or nothing. Its row locks hold up only the writers of the sessions it
+    # changes, so nobody is starved, and a failed command leaves the database as it was.
+    batch = float("inf") if records.is_postgres(conn) else BATCH_SECONDS
     done = False
     finishing = 0.0
     while not done:
@@ -147,7 +168,7 @@ def in_batches(
         with transaction(conn, path):
             started = time.monotonic()
             # The last finish's time is kept free for this one's.
-            while time.monotonic() - started < BATCH_SECONDS - finishing:
+            while time.monotonic() - started < batch - finishing:
                 item = next(remaining, _END)
                 if item is _END:
                     done = True
@@ -197,8 +218,11 @@ def forget_deleted(conn: sqlite3.Connection, path: Path) -> None:
     event's words stay in the full-text index's older segments until they are
     merged, and earlier versions of pages stay in the write-ahead log until it is
     emptied. So: merge the index, a step per short transaction (an agent writing
-    meanwhile keeps its pace), then empty the log.
+    meanwhile keeps its pace), then empty the log. (PostgreSQL has neither: its
+    deleted rows go at the next vacuum, which its autovacuum runs.)
     """
+    if records.is_postgres(conn):
+        return
 
     def merge(conn: sqlite3.Connection, step: int) -> bool:
         before = conn.total_changes
@@ -212,6 +236,7 @@ def forget_deleted(conn: sqlite3.Connection, path: Path) -> None:
     truncate_wal(path)
 
 
+@pgdatabase.either
 def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[str]:
     """``sessionstore delete``: the sessions (ids or unique prefixes) and their events; the full ids.
 
@@ -242,9 +267,10 @@ def parse_age(text: str) -> timedelta:
         ) from None
 
 
-_PRUNABLE = "released = 1 AND updated_at < :cutoff"
+_PRUNABLE = "released = TRUE AND updated_at < :cutoff"
 
 
+@pgdatabase.either
 def prune(
     db: str | Path,
     older_than: timedelta,
@@ -275,6 +301,7 @@ def prune(
         return doomed
 
 
+@pgdatabase.either
 def set_title(db: str | Path, prefix: str, title: str | None) -> str:
     """``sessionstore title``: set (or with ``None`` clear) a stored session's title; returns its full id."""
     if title is not None:
@@ -289,6 +316,7 @@ SAMPLES = 200
 """How many events with text the search check looks up in the full-text index."""
 
 
+@pgdatabase.either
 def check(db: str | Path, *, repair: bool = False) -> CheckReport:
     """``sessionstore check``: is the file whole, and does everything ``search`` and the views depend on work?
 
@@ -301,7 +329,12 @@ def check(db: str | Path, *, repair: bool = False) -> CheckReport:
     With ``repair``, puts back what is missing or altered (views and triggers,
     from this version's definitions) and rebuilds the index, in one
     transaction, then checks again.
+
+    On PostgreSQL (the server checks its own pages): the revision, the functions, triggers, views and search
+    index against this version's, orphaned events, and that the index is valid; ``repair`` is refused.
     """
+    if pgdatabase.is_url(db):
+        return _check_postgresql(db, repair)
     with records.reading(db) as conn:
         integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
         foreign = [
@@ -390,3 +423,50 @@ def _repair(path: Path, altered: list[str]) -> list[str]:
         conn.execute(queries.RESET_MARK)
         done.append("rebuilt the full-text index")
     return done
+
+
+# -- check on PostgreSQL ---------------------------------------------------------------------------------
+
+# Every function, trigger, view and index of the current schema, by kind and name.
+_PG_OBJECTS = (
+    "SELECT 'FUNCTION', p.proname FROM pg_proc AS p WHERE p.pronamespace = current_schema()::regnamespace"
+    " UNION ALL SELECT 'TRIGGER', t.tgname FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid"
+    " WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace"
+    " UNION ALL SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'INDEX' END, c.relname FROM pg_class AS c"
+    " WHERE c.relkind IN ('v', 'i') AND c.relnamespace = current_schema()::regnamespace"
+)
+_PG_INDEX_VALID = (
+    "SELECT i.indisvalid AND i.indisready FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
+    " WHERE c.relname = 'events_fts' AND c.relnamespace = current_schema()::regnamespace"
+)
+# Events whose session row is gone (the foreign key stops it, unless it was dropped or triggers disabled).
+_PG_ORPHANS = (
+    "SELECT e.id, e.session FROM events AS e LEFT JOIN sessions AS s ON s.id = e.session WHERE s.id IS NULL"
+    " ORDER BY e.id LIMIT 10"
+)
+
+
+def _check_postgresql(db: str | Path, repair: bool) -> CheckReport:
+    if repair:
+        raise NotOnPostgreSQLError(
+            f"check --repair mends a SQLite file's views, triggers and FTS5 index; on PostgreSQL run"
+            f" `sessionstore check --db {records.where(db)}` and restore what it names from a backup"
+            " (or rebuild the index with REINDEX INDEX events_fts)"
+        )
+    from .migrate import objects_at_head
+
+    with records.reading(db) as conn:
+        revision = records.revision_of(conn)
+        foreign = [
+            f"events row {event} points at a missing sessions row {session}"
+            for event, session in conn.execute(_PG_ORPHANS)
+        ]
+        stored = {f"{kind} {name}" for kind, name in conn.execute(_PG_OBJECTS)}
+        altered = [f"{name.split()[1]} is missing" for name in objects_at_head(postgresql=True) if name not in stored]
+        for view in ("transcript", "session_overview"):
+            if f"VIEW {view}" in stored:
+                conn.execute(f"SELECT * FROM {view} LIMIT 1").fetchall()  # an error here is the check's answer
+        valid = conn.execute(_PG_INDEX_VALID).fetchone()
+        index = [] if valid is None or valid[0] else ["the full-text index events_fts is not valid (REINDEX it)"]
+    # The server keeps its own pages whole (and amcheck checks them): no integrity check of a file here.
+    return CheckReport([], foreign, revision, schema_objects=altered, search_index=index)

@@ -7,6 +7,9 @@ imports only what it uses (reading never loads SQLAlchemy). Every mistake a
 person can make (an unknown or ambiguous id, a missing file, a file that is
 not a database, a bad export) ends in one line on stderr and exit code 1;
 usage errors exit 2, as argparse does. Never imported by ``import sessionstore``.
+
+``--db`` is a file's path or a PostgreSQL URL (``postgresql://...``): the same
+commands, on the same functions. A URL's password is never printed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from . import records
+from . import pgdatabase, records
 from .errors import DatabaseNotFoundError, StorageError, UsageError
 from .storage import SessionRecord
 
@@ -31,10 +34,16 @@ PROG = "sessionstore"
 SHORT_ID = 12
 
 
-def default_db_path() -> Path:
-    """``$SESSIONSTORE_DB``, else ``sessionstore/sessions.db`` in the platform's user data folder."""
+def default_db_path() -> Path | str:
+    """``$SESSIONSTORE_DB`` (a path or a PostgreSQL URL), else ``sessionstore/sessions.db`` in the platform's
+    user data folder."""
     env = os.environ.get("SESSIONSTORE_DB")
-    return Path(env).expanduser() if env else platform_db_path()
+    return _database(env) if env else platform_db_path()
+
+
+def _database(text: str) -> Path | str:
+    """``--db``: a PostgreSQL URL as it is (a Path would fold its ``//``), else a file's path."""
+    return text if pgdatabase.is_url(text) else Path(text).expanduser()
 
 
 def platform_db_path() -> Path:
@@ -256,7 +265,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         progress.finish()
     print(
         f"imported {result.added} new, {result.replaced} replaced, {result.unchanged} already present"
-        f" ({result.events} events) into {args.db}"
+        f" ({result.events} events) into {records.where(args.db)}"
     )
     return 0
 
@@ -330,9 +339,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_json())
         return 0
-    print(f"file      {result.path}")
-    wal = f" (+ {_size(result.wal_size)} write-ahead log)" if result.wal_size else ""
-    print(f"size      {_size(result.file_size)}{wal}")
+    if result.database == "postgresql":
+        print(f"database  {result.path}")
+        print(f"size      {_size(result.file_size)} (sessionstore's tables and indexes: {_size(result.tables_size)})")
+    else:
+        print(f"file      {result.path}")
+        wal = f" (+ {_size(result.wal_size)} write-ahead log)" if result.wal_size else ""
+        print(f"size      {_size(result.file_size)}{wal}")
     print(f"revision  {result.revision} (this sessionstore: {result.head})")
     print(f"sessions  {result.sessions} ({result.released} released)")
     print(f"events    {result.events}")
@@ -351,6 +364,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for done in report.repaired:
         print(f"repaired      {done}")
     integrity = "ok" if report.integrity == ["ok"] else "; ".join(report.integrity[:10])
+    if not report.integrity:
+        integrity = "not a file's check: the PostgreSQL server keeps its own pages"
     print(f"integrity     {integrity}")
     print(f"foreign keys  {'ok' if not report.foreign_keys else '; '.join(report.foreign_keys[:10])}")
     behind = "ok" if report.revision == report.head else f"expected {report.head}: run `{PROG} db upgrade`"
@@ -383,6 +398,8 @@ def cmd_db(args: argparse.Namespace) -> int:
             marker = " (head)" if revision == head else ""
             print(f"{down or 'base'} -> {revision}{marker}: {description}")
         return 0
+    if pgdatabase.is_url(args.db):
+        return _db_postgresql(args, action, migrate.head())
     path = _existing(args.db)
     before = migrate.current(path) or "base"
     if action == "current":
@@ -398,6 +415,25 @@ def cmd_db(args: argparse.Namespace) -> int:
         print(f"{path} is already at {after}")
     else:
         print(f"{action}d {path} from {before} to {after}" + (f"; backup at {backup}" if backup else ""))
+    return 0
+
+
+def _db_postgresql(args: argparse.Namespace, action: str, head: str) -> int:
+    """``db`` on a PostgreSQL database: the same moves, under the migration lock, in one transaction each
+    (DDL is transactional there: a failed one leaves the database as it was, so no backup is taken)."""
+    url, shown = str(args.db), records.where(args.db)
+
+    def revision() -> str | None:
+        with pgdatabase.connected(url) as conn:
+            return conn.revision()
+
+    if action == "current":
+        now = pgdatabase.blocking(revision) or "base"
+        print(f"{now} ({'head' if now == head else f'head is {head}: run `{PROG} db upgrade --db {shown}`'})")
+        return 0
+    before = pgdatabase.migrate(url, args.revision, "upgrade" if action == "upgrade" else "downgrade") or "base"
+    after = pgdatabase.blocking(revision) or "base"
+    print(f"{shown} is already at {after}" if after == before else f"{action}d {shown} from {before} to {after}")
     return 0
 
 
@@ -424,15 +460,15 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    db_help = f"the database file (default: $SESSIONSTORE_DB, else {platform_db_path()})"
+    db_help = f"the database file, or a postgresql:// URL (default: $SESSIONSTORE_DB, else {platform_db_path()})"
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Inspect and operate a sessionstore database. Ids may be given as any unique prefix.",
     )
-    parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
+    parser.add_argument("--db", type=_database, metavar="PATH|URL", help=db_help)
     # --db is accepted after the command too (`sessionstore list --db x.db`), as people type it.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+    common.add_argument("--db", type=_database, metavar="PATH|URL", default=argparse.SUPPRESS, help=db_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
@@ -456,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (whole or not at all); default stdout")
 
     p = command("import", cmd_import, "import a JSON Lines export (one transaction; idempotent)")
-    p.add_argument("file", type=Path, help="the export file")
+    p.add_argument("file", type=Path, help="the export file (- reads standard input)")
     p.add_argument("--replace", action="store_true", help="replace stored sessions whose events differ")
 
     p = command("delete", cmd_delete, "delete sessions and their events")
@@ -503,7 +539,7 @@ def _fail(message: str) -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.db = (args.db or default_db_path()).expanduser()
+    args.db = args.db or default_db_path()
     if args.command == "prune":
         args.older_than_text = _age_text(args.older_than)
     stdout = sys.stdout

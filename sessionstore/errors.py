@@ -152,6 +152,11 @@ class ImportConflictError(StorageError):
     """A session in the file is already stored with different events; nothing was imported."""
 
 
+class NotOnPostgreSQLError(StorageError):
+    """What was asked is a SQLite file's alone (FTS5 query syntax, repairing FTS5's index, a file's size) and has
+    no counterpart on a PostgreSQL database; nothing was read or written. The message says what does apply."""
+
+
 class UsageError(ValueError):
     """A command was given arguments that cannot work (the command line prints it as one line)."""
 

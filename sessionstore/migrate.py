@@ -357,18 +357,24 @@ def current(path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT)
             raise from_sqlite(exc, file) from exc
 
 
-def objects_at_head(*, scripts: Path | None = None) -> dict[str, str]:
+def objects_at_head(*, scripts: Path | None = None, postgresql: bool = False) -> dict[str, str]:
     """Each object a file at head has (view, trigger, full-text table), by name: the statement that makes it.
 
-    What ``sessionstore check`` compares a file with, and what ``check --repair`` runs to put one back.
+    What ``sessionstore check`` compares a file with, and what ``check --repair`` runs to put one back. With
+    ``postgresql``, a PostgreSQL database's (functions, triggers, views, the search index), keyed
+    ``"KIND name"``: a function and its trigger share a name.
     """
     # The revisions' own module (shipped as sessionstore.migrations, a package the type checker is not given).
     sqlobjects: Any = importlib.import_module("sessionstore.migrations.sqlobjects")
     directory = _scripts(scripts)
     objects: dict[str, str] = {}
-    for name in OBJECTS_AT_HEAD:
+    for name in OBJECTS_AT_HEAD_POSTGRESQL if postgresql else OBJECTS_AT_HEAD:
         for statement in sqlobjects.find(directory, name, sqlobjects.SQLObject).create(directory):
             words = statement.split(None, 4)
+            if postgresql:
+                if words[0] == "CREATE":  # CREATE FUNCTION f(...) / TRIGGER t / VIEW v / INDEX i
+                    objects[f"{words[1]} {words[2].split('(')[0]}"] = statement
+                continue
             if words[0] == "CREATE":  # CREATE VIEW x / CREATE TRIGGER x / CREATE VIRTUAL TABLE x (not its 'rebuild')
                 objects[words[3] if words[1] == "VIRTUAL" else words[2]] = statement
     return objects

@@ -19,10 +19,14 @@ Nothing here imports asyncpg or SQLAlchemy's asyncio support until a database is
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .database import HEAD
 from .errors import (
@@ -47,6 +51,11 @@ if TYPE_CHECKING:
 __all__ = [
     "MIGRATION_LOCK",
     "SCHEMES",
+    "PgConnection",
+    "bind",
+    "blocking",
+    "connected",
+    "either",
     "engine",
     "from_postgres",
     "is_url",
@@ -55,6 +64,8 @@ __all__ = [
     "read_revision",
     "redacted",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 SCHEMES = ("postgresql://", "postgresql+asyncpg://", "postgres://")
 """How a database URL starts; a ``--db`` (or ``-x db=``) that starts otherwise is a SQLite file's path."""
@@ -77,6 +88,13 @@ def redacted(url: str) -> str:
 
 
 def _async_url(url: str) -> Any:
+    try:
+        import asyncpg  # type: ignore[import-untyped]  # noqa: F401
+    except ModuleNotFoundError:
+        raise StorageError(
+            f"{redacted(url)} is a PostgreSQL database: install sessionstore's postgres extra"
+            " (pip install 'sessionstore[postgres]')"
+        ) from None
     from sqlalchemy.engine import make_url
 
     try:
@@ -265,3 +283,148 @@ def read_revision(conn: Connection) -> tuple[str | None, bool]:
         heads = ", ".join(sorted(str(row[0]) for row in rows))
         raise SchemaTooNewError(f"the database records several schema revisions ({heads}); it is left untouched")
     return (str(rows[0][0]) if rows else None), populated
+
+
+# -- the same statements as on SQLite, through one small adapter ---------------------------------------
+
+# Parameters the statements name that hold times: bound as naive UTC datetimes (``timestamp without time
+# zone``), where SQLite takes utc_text's text. asyncpg types each parameter as its column does, and takes no text
+# for a timestamp; ``released`` is a boolean column here, an integer there.
+_TIMES = frozenset({"now", "created_at", "updated_at", "cutoff", "before"})
+
+
+def bind(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` as PostgreSQL takes them: times (stored naive UTC text) as datetimes, ``released`` a boolean."""
+    out = dict(params)
+    for key in _TIMES & out.keys():
+        if isinstance(out[key], str):
+            out[key] = datetime.fromisoformat(out[key])
+    if isinstance(out.get("released"), int):
+        out["released"] = bool(out["released"])
+    return out
+
+
+class PgConnection:
+    """A PostgreSQL connection that runs :mod:`sessionstore.queries`' statements the way ``sqlite3`` runs them.
+
+    The subset of ``sqlite3.Connection`` that records, admin and transfer use: ``execute(sql, params)`` with
+    ``:named`` parameters (rows come back as tuples, iterable, with ``fetchone``/``fetchall``), ``executemany``,
+    ``in_transaction``, and SQLite's ``BEGIN``/``COMMIT``/``ROLLBACK`` as SQLAlchemy's transaction. So the one
+    function that answers a question answers it on either database. It is SQLAlchemy's synchronous
+    ``Connection`` over asyncpg, so it is used inside :func:`blocking` (a greenlet; see :func:`either`).
+    """
+
+    dialect = "postgresql"
+
+    def __init__(self, conn: Any, url: str) -> None:
+        self._conn = conn
+        self.url = redacted(url)
+
+    def __repr__(self) -> str:
+        return f"<sessionstore.pgdatabase.PgConnection {self.url}>"
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+        word = sql.strip().upper()
+        if word in ("BEGIN", "BEGIN IMMEDIATE"):
+            if not self._conn.in_transaction():
+                self._conn.begin()
+            return None
+        if word in ("COMMIT", "ROLLBACK"):
+            if self._conn.in_transaction():
+                (self._conn.commit if word == "COMMIT" else self._conn.rollback)()
+            return None
+        from sqlalchemy import text
+
+        return self._conn.execute(text(sql), bind(params or {}))
+
+    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        from sqlalchemy import text
+
+        if rows:
+            self._conn.execute(text(sql), [bind(row) for row in rows])
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self._conn.in_transaction())
+
+    def revision(self) -> str | None:
+        return read_revision(self._conn)[0]
+
+
+def _db_errors() -> tuple[type[BaseException], ...]:
+    import asyncpg
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+
+@contextlib.contextmanager
+def connected(url: str, *, write: bool = False) -> Iterator[PgConnection]:
+    """A :class:`PgConnection` to the database at ``url`` (inside :func:`blocking`); errors as :class:`StorageError`.
+
+    Reading (``write=False``) is one ``REPEATABLE READ READ ONLY`` transaction: every answer (a session and its
+    events, a whole export) comes from one snapshot, as a SQLite read transaction gives. Writing is at the
+    default isolation, in the transactions its caller begins.
+    """
+    from sqlalchemy.util.concurrency import await_only
+
+    eng = engine(url, poolclass=_null_pool())
+    errors = _db_errors()
+    try:
+        try:
+            conn = await_only(eng.connect())
+            try:
+                if not write:
+                    await_only(conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True))
+                yield PgConnection(conn.sync_connection, url)
+                if conn.in_transaction():
+                    await_only(conn.commit())
+            finally:
+                await_only(conn.close())
+        finally:
+            await_only(eng.dispose())
+    except errors as exc:
+        raise from_postgres(exc, url) from exc
+
+
+def blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, synchronous code using :func:`connected`, run to its end from synchronous code.
+
+    SQLAlchemy's synchronous API over asyncpg works inside a greenlet that an event loop drives
+    (``greenlet_spawn``, as ``AsyncConnection.run_sync`` does): this starts one, on a loop of its own (in a thread
+    of its own if the caller's thread already runs a loop), unless the caller is in one already.
+    """
+    from sqlalchemy.util.concurrency import greenlet_spawn, in_greenlet
+
+    if in_greenlet():
+        return fn(*args, **kwargs)
+
+    async def run() -> Any:
+        return await greenlet_spawn(fn, *args, **kwargs)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run())
+    with ThreadPoolExecutor(1, thread_name_prefix="sessionstore-postgres") as thread:
+        return thread.submit(asyncio.run, run()).result()
+
+
+def either(fn: F) -> F:
+    """Let a command's function take a SQLite path or a PostgreSQL URL as its first argument.
+
+    A path runs ``fn`` as it is (nothing more is imported); a URL runs it in :func:`blocking`, where its
+    connection (``records.reading``, ``admin.writable``) is a :class:`PgConnection`. A generator's items are
+    gathered first (the connection closes with the greenlet).
+    """
+    gather = inspect.isgeneratorfunction(fn)
+
+    @functools.wraps(fn)
+    def run(db: Any, *args: Any, **kwargs: Any) -> Any:
+        if not is_url(db):
+            return fn(db, *args, **kwargs)
+        if gather:
+            return iter(blocking(lambda: list(fn(db, *args, **kwargs))))
+        return blocking(fn, db, *args, **kwargs)
+
+    return run  # type: ignore[return-value]

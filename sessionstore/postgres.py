@@ -86,15 +86,6 @@ def _now() -> datetime:
     return _naive(datetime.now(UTC))
 
 
-def _session_params(row: dict[str, object]) -> dict[str, object]:
-    """:func:`record_row`'s parameters as PostgreSQL takes them: times as datetimes, ``released`` a boolean."""
-    return row | {
-        "created_at": datetime.fromisoformat(str(row["created_at"])),
-        "updated_at": datetime.fromisoformat(str(row["updated_at"])),
-        "released": bool(row["released"]),
-    }
-
-
 class PostgresStorage:
     """Sessions and their events in a PostgreSQL database, named by its URL.
 
@@ -328,7 +319,7 @@ class PostgresStorage:
     # -- SessionCatalog -----------------------------------------------------------------------
 
     async def save_session(self, record: SessionRecord) -> None:
-        params = _session_params(record_row(record))
+        params = pgdatabase.bind(record_row(record))  # times as datetimes, released a boolean
 
         async def work(conn: AsyncConnection) -> None:
             await conn.execute(text(queries.UPSERT_SESSION), params)

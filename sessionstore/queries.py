@@ -7,7 +7,8 @@ and the two views, in the part of SQL that SQLite and PostgreSQL share
 full-text search, the title rule), the difference lives in the views, which
 each database's migrations define; full-text search (:data:`SEARCH`, FTS5) is
 SQLite's own. ``sqlite3`` runs them as they are; SQLAlchemy's ``text()`` runs
-them on any other database.
+them on PostgreSQL (:class:`sessionstore.pgdatabase.Connection`). The few that
+cannot be the same have a ``_POSTGRESQL`` variant beside them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from __future__ import annotations
 __all__ = [
     "APPEND_EVENT",
     "DELETE_EVENTS_FROM",
+    "DATABASE_SIZE_POSTGRESQL",
     "DELETE_SESSION",
     "EVENTS_OF",
+    "EVENT_ROWS",
+    "EVENT_TYPES",
     "FIND_SESSION",
     "HISTORY",
     "INDEX_NEW_EVENTS",
@@ -32,7 +36,9 @@ __all__ = [
     "REVISION",
     "SEARCH",
     "SEARCH_NEW_EVENTS",
+    "SEARCH_POSTGRESQL",
     "SESSION_COUNT",
+    "SESSION_IDS",
     "SET_TITLE",
     "STAMP_SESSION",
     "STORED_EVENTS",
@@ -130,6 +136,8 @@ HISTORY = (
 # A session's events in order, by its row id; and the same for a history holding text that is not UTF-8
 # (edited by hand): bytes come back as they are and are decoded row by row.
 STORED_EVENTS = "SELECT type, payload FROM events WHERE session = :id ORDER BY position"
+# What import compares a stored session's events with.
+EVENT_ROWS = "SELECT position, type, payload FROM events WHERE session = :id ORDER BY position"
 STORED_EVENTS_BYTES = (
     "SELECT CAST(type AS BLOB), CAST(payload AS BLOB) FROM events WHERE session = :id ORDER BY position"
 )
@@ -176,11 +184,15 @@ RESOLVE_PREFIX = (
     "SELECT session_id FROM sessions WHERE session_id >= :low AND session_id < :high ORDER BY session_id LIMIT 6"
 )
 
+# A hit: the session, its title (as the overview gives it), the event, and what shows where the words are.
+_HIT = (
+    "SELECT s.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = s.session_id),"
+    " e.position, e.type, e.role, "
+)
 # Full-text search, best first: over ``events_fts``, or (``table``) over the scratch index records.search
 # makes of the events the index does not hold yet. The hit's rank is last, so the two can be merged.
 _SEARCH = (
-    "SELECT s.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = s.session_id),"
-    " e.position, e.type, e.role, snippet({table}, -1, '[', ']', '…', 12), {table}.rank"
+    _HIT + "snippet({table}, -1, '[', ']', '…', 12), {table}.rank"
     " FROM {table} JOIN events AS e ON e.id = {table}.rowid JOIN sessions AS s ON s.id = e.session"
     " WHERE {table} MATCH :query ORDER BY {table}.rank LIMIT :limit"
 )
@@ -197,7 +209,23 @@ SEARCH_NEW_EVENTS = (
     "SELECT event_id, text FROM transcript"
     " WHERE event_id > (SELECT indexed_through FROM events_fts_progress) AND text IS NOT NULL"
 )
+# PostgreSQL: the GIN index events_fts (to_tsvector('simple', ...) of the transcript's text, revision 0003)
+# finds candidates for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it, and
+# cuts the snippet from the text. Paged: a page may keep fewer hits than it read.
+SEARCH_POSTGRESQL = (
+    _HIT.replace("s.", "t.").replace("e.", "t.") + "t.text FROM transcript AS t"
+    " WHERE to_tsvector('simple', t.text) @@ to_tsquery('simple', :query)"
+    " ORDER BY ts_rank(to_tsvector('simple', t.text), to_tsquery('simple', :query)) DESC, t.event_id"
+    " LIMIT :limit OFFSET :offset"
+)
 
-SESSION_COUNT = "SELECT count(*), coalesce(sum(released), 0) FROM sessions"
+# CASE, not sum(released): released is an integer in SQLite and a boolean in PostgreSQL.
+SESSION_COUNT = "SELECT count(*), count(CASE WHEN released = TRUE THEN 1 END) FROM sessions"
+SESSION_IDS = "SELECT session_id FROM sessions ORDER BY id"
+EVENT_TYPES = "SELECT type, count(*) FROM events GROUP BY type ORDER BY count(*) DESC, type"
+# What stats shows for a server's database where a file has its size.
+DATABASE_SIZE_POSTGRESQL = (
+    "SELECT pg_database_size(current_database()), pg_total_relation_size('sessions') + pg_total_relation_size('events')"
+)
 
 REVISION = "SELECT version_num FROM alembic_version"

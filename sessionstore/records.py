@@ -3,7 +3,12 @@
 One function per question, each on an open ``sqlite3`` connection, run by the
 storage's reader threads and by the command line alike; :func:`reading` opens
 a file for them without ever creating or changing it. Nothing here imports
-SQLAlchemy: a command that only reads answers as fast as ``sqlite3`` can.
+SQLAlchemy for a file: a command that only reads answers as fast as ``sqlite3`` can.
+
+The commands' functions also take a PostgreSQL URL (:func:`pgdatabase.either`):
+then the connection is :class:`pgdatabase.PgConnection`, which runs the same
+statements; the few that differ (search, sizes) have a PostgreSQL variant
+beside them in :mod:`queries`.
 """
 
 from __future__ import annotations
@@ -13,15 +18,24 @@ import itertools
 import json
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from . import queries
+from . import pgdatabase, queries
 from .database import BUSY_TIMEOUT, HEAD, connect, read_revision
-from .errors import AmbiguousSessionIdError, NoSuchSessionError, SchemaError, UsageError, from_sqlite
+from .errors import (
+    AmbiguousSessionIdError,
+    NoSuchSessionError,
+    NotADatabaseError,
+    NotOnPostgreSQLError,
+    SchemaError,
+    UsageError,
+    from_sqlite,
+)
 from .storage import SessionPage, SessionRecord, check_limit, decode_cursor, page_of, stamp, utc_text
 
 __all__ = [
@@ -98,6 +112,9 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class Stats:
+    """Counts and sizes. On PostgreSQL ``path`` is the URL (password hidden), ``file_size`` the database's size
+    (``pg_database_size``) and ``tables_size`` that of sessionstore's tables with their indexes."""
+
     path: str
     sessions: int
     released: int
@@ -107,9 +124,13 @@ class Stats:
     wal_size: int = 0
     revision: str | None = None
     head: str = HEAD
+    database: str = "sqlite"
+    tables_size: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        extra = {"database": self.database, "tables_size": self.tables_size} if self.database != "sqlite" else {}
         return {
+            **extra,
             "path": self.path,
             "sessions": self.sessions,
             "released": self.released,
@@ -125,9 +146,36 @@ class Stats:
 # -- opening ------------------------------------------------------------------------------------
 
 
+def where(db: str | Path) -> str:
+    """How messages name a database: its path, or its URL with the password hidden."""
+    return pgdatabase.redacted(str(db)) if pgdatabase.is_url(db) else str(db)
+
+
+def is_postgres(conn: object) -> bool:
+    return isinstance(conn, pgdatabase.PgConnection)
+
+
+def revision_of(conn: sqlite3.Connection) -> str | None:
+    """The database's schema revision, on either database."""
+    if is_postgres(conn):
+        return cast(pgdatabase.PgConnection, conn).revision()
+    return read_revision(conn)[0]
+
+
 @contextlib.contextmanager
 def reading(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to an existing sessionstore file; SQLite's errors as :class:`StorageError`."""
+    """A read-only connection to an existing sessionstore file; SQLite's errors as :class:`StorageError`.
+
+    For a PostgreSQL URL (inside :func:`pgdatabase.either`): one read-only snapshot, refused unless the database
+    is a sessionstore one at this version's revision (PostgreSQL databases start at it; the command that
+    upgrades one is named).
+    """
+    if pgdatabase.is_url(db):
+        with pgdatabase.connected(str(db)) as pg:
+            _usable(pg, str(db))
+            # The adapter speaks the part of sqlite3.Connection the functions here use.
+            yield cast(sqlite3.Connection, pg)
+        return
     path = Path(db).expanduser()
     conn = connect(path, busy_timeout=busy_timeout, write=False, check_tables=True)
     try:
@@ -142,12 +190,25 @@ def reading(db: str | Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Iterator[s
 _SQL_INT_MAX = 2**63 - 1
 
 
+def _usable(conn: pgdatabase.PgConnection, url: str) -> None:
+    revision = conn.revision()
+    if revision is None:
+        raise NotADatabaseError(
+            f"{pgdatabase.redacted(url)} is not a sessionstore database (it has no schema revision)"
+        )
+    if revision != HEAD:
+        raise SchemaError(
+            f"{pgdatabase.redacted(url)} is at schema revision {revision!r}, this sessionstore reads {HEAD!r};"
+            f" run `{pgdatabase.UPGRADE_COMMAND.format(url=pgdatabase.redacted(url))}` first"
+        )
+
+
 def is_current(conn: sqlite3.Connection) -> bool:
     """Whether the file is at this version's schema revision (reading an older one works, with less in it).
 
     Asked once per command: the storage's own reads skip it (it opened its file at head).
     """
-    return read_revision(conn)[0] == HEAD
+    return revision_of(conn) == HEAD
 
 
 # -- session records ------------------------------------------------------------------------------
@@ -391,6 +452,7 @@ def _legacy_events(conn: sqlite3.Connection, sid: str) -> list[StoredEvent]:
 # -- the commands' reads ------------------------------------------------------------------------------
 
 
+@pgdatabase.either
 def list_sessions(db: str | Path, *, cwd: str | None = None, limit: int | None = None) -> Iterator[SessionRecord]:
     """``sessionstore list``: stored sessions newest first, streamed (the file stays open while iterated)."""
     check_limit(limit)
@@ -398,6 +460,7 @@ def list_sessions(db: str | Path, *, cwd: str | None = None, limit: int | None =
         yield from iter_sessions(conn, cwd=cwd, limit=limit, current=is_current(conn))
 
 
+@pgdatabase.either
 def read_session(db: str | Path, prefix: str) -> tuple[SessionRecord, list[StoredEvent]]:
     """``sessionstore show``: a session (by id or unique prefix) and its events, from one snapshot."""
     with reading(db) as conn:
@@ -419,18 +482,24 @@ def fts_query(text: str) -> str:
     return " ".join(f'"{word}"' for word in re.findall(r"\w+", text))
 
 
+@pgdatabase.either
 def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> list[SearchHit]:
     """``sessionstore search``: events whose text matches, best first. ``raw`` takes FTS5 query syntax as it is.
 
     Exact however far the index trails (revision 0005): the events past its mark
     are indexed into a scratch index of this connection's own, and both are
     searched in one snapshot, so no committed event is missed.
+
+    On PostgreSQL the same hits for the same words (see :func:`_search_postgresql`); ``raw`` takes the part
+    of FTS5's syntax that has a meaning there.
     """
     query = text if raw else fts_query(text)
     if not query.strip():
         raise UsageError(f"nothing to search for in {text!r} (words are letters, digits and _)")
     limit = min(limit, _SQL_INT_MAX)
     with reading(db) as conn:
+        if is_postgres(conn):
+            return _search_postgresql(conn, _parse_fts(text) if raw else _all_words(text), limit)
         revision = read_revision(conn)[0]
         if revision != HEAD:
             raise SchemaError(
@@ -488,22 +557,219 @@ def _new_events_index(conn: sqlite3.Connection) -> Iterator[str | None]:
             conn.execute("COMMIT")
 
 
+# -- search on PostgreSQL: FTS5's answers from PostgreSQL's index -------------------------------------------
+#
+# The index (to_tsvector('simple', text)) cuts words differently from FTS5's unicode61 tokenizer (letters,
+# digits and _ in a word; lower case; accents removed): it splits parse_dates in two, keeps example.com,
+# user@example.com, /usr/bin and 3.14 whole, and lowers only what the server's locale lowers. So the index only
+# proposes: every query word is looked up as a prefix of a lexeme (parse_dates as 'parse':* <-> 'dates':*,
+# example as 'example':*, which finds example.com), and each candidate is kept only if its text holds the words
+# as FTS5 cuts and folds them. What the index cannot propose is the known difference: a word that PostgreSQL
+# keeps inside a longer token not starting with it (the "example" of user@example.com), and an accented word
+# searched without its accents (or, in a C-locale database, in another case).
+
+_WORD = re.compile(r"\w+")
+_SNIPPET_TOKENS = 12
+
+
+def _fold(word: str) -> str:
+    """A word as FTS5's unicode61 tokenizer (remove_diacritics 2) compares it: lower case, accents removed."""
+    return "".join(c for c in unicodedata.normalize("NFD", word.lower()) if not unicodedata.combining(c))
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    typed: str
+    prefix: bool = False
+
+    @property
+    def word(self) -> str:
+        return _fold(self.typed)
+
+    def matches(self, token: str) -> bool:
+        return token.startswith(self.word) if self.prefix else token == self.word
+
+    def tsquery(self) -> str:
+        spellings = {self.word}
+        if not self.typed.isascii():  # the index keeps accents, and a C-locale server's case, as written
+            spellings |= {self.typed, self.typed.lower(), self.typed.capitalize(), self.typed.upper()}
+        return "(" + " | ".join(f"'{s}':*" for s in sorted(spellings)) + ")"
+
+
+# A query: a term, or (operator, left, right) with operator AND, OR or NOT (FTS5's binary NOT: left and not right).
+_Query = _Term | tuple[str, Any, Any]
+
+
+def _all_words(text: str) -> _Query:
+    terms: list[_Query] = [_Term(word) for word in _WORD.findall(text)]
+    query = terms[0]
+    for term in terms[1:]:
+        query = ("AND", query, term)
+    return query
+
+
+_FTS_TOKEN = re.compile(r'\s*(\(|\)|"[^"]*"\*?|[^\s()"]+)')
+
+
+def _parse_fts(text: str) -> _Query:
+    """FTS5 query syntax, the part with a meaning on PostgreSQL: words, ``prefix*``, ``"word"``, AND, OR, NOT,
+    parentheses (NOT binds tightest, then AND, then OR, as in FTS5). Phrases, NEAR, ``^`` and column filters are
+    :class:`NotOnPostgreSQLError`."""
+    tokens: list[str] = _FTS_TOKEN.findall(text)
+    if "".join(tokens).replace(" ", "") != "".join(text.split()):
+        raise NotOnPostgreSQLError(_fts_unsupported(text))
+    pos = 0
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> str:
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1]
+
+    def primary() -> _Query:
+        token = peek()
+        if token is None or token in (")", "AND", "OR", "NOT"):
+            raise UsageError(f"not a valid full-text query: {text!r}")
+        take()
+        if token == "NEAR" and peek() == "(":
+            raise NotOnPostgreSQLError(_fts_unsupported(text, "NEAR"))
+        if token == "(":
+            inner = either()
+            if peek() != ")":
+                raise UsageError(f"not a valid full-text query: {text!r} (a parenthesis is not closed)")
+            take()
+            return inner
+        prefix = token.endswith("*")
+        word = token[:-1] if prefix else token
+        if word.startswith('"') and word.endswith('"') and len(word) >= 2:
+            word = word[1:-1]
+        if _WORD.fullmatch(word) is None:
+            raise NotOnPostgreSQLError(_fts_unsupported(text, token))
+        return _Term(word, prefix)
+
+    def negated() -> _Query:
+        query = primary()
+        while peek() == "NOT":
+            take()
+            query = ("NOT", query, primary())
+        return query
+
+    def both() -> _Query:
+        query = negated()
+        while peek() not in (None, ")", "OR"):
+            if peek() == "AND":
+                take()
+            query = ("AND", query, negated())
+        return query
+
+    def either() -> _Query:
+        query = both()
+        while peek() == "OR":
+            take()
+            query = ("OR", query, both())
+        return query
+
+    query = either()
+    if peek() is not None:
+        raise UsageError(f"not a valid full-text query: {text!r}")
+    return query
+
+
+def _fts_unsupported(text: str, part: str | None = None) -> str:
+    what = f"{part!r} in {text!r}" if part and part != text else repr(text)
+    return (
+        f"--fts {what}: this FTS5 syntax has no equivalent on PostgreSQL; there --fts takes words, prefix*,"
+        " AND, OR, NOT and parentheses (phrases, NEAR, ^ and column filters are SQLite's alone)"
+    )
+
+
+def _tsquery(query: _Query) -> str:
+    """The index's candidates for ``query``: never fewer than it matches (NOT's right side is left to the check)."""
+    if isinstance(query, _Term):
+        return query.tsquery()
+    op, left, right = query
+    if op == "NOT":
+        return _tsquery(left)
+    return f"({_tsquery(left)} {'&' if op == 'AND' else '|'} {_tsquery(right)})"
+
+
+def _holds(query: _Query, tokens: set[str]) -> bool:
+    if isinstance(query, _Term):
+        return any(query.matches(token) for token in tokens) if query.prefix else query.word in tokens
+    op, left, right = query
+    if op == "AND":
+        return _holds(left, tokens) and _holds(right, tokens)
+    if op == "OR":
+        return _holds(left, tokens) or _holds(right, tokens)
+    return _holds(left, tokens) and not _holds(right, tokens)
+
+
+def _terms(query: _Query) -> list[_Term]:
+    if isinstance(query, _Term):
+        return [query]
+    op, left, right = query
+    return _terms(left) + ([] if op == "NOT" else _terms(right))
+
+
+def snippet(text: str, query: _Query, tokens: int = _SNIPPET_TOKENS) -> str:
+    """Up to ``tokens`` words of ``text`` around the first that matches, matches in ``[...]``, cuts as ``…``
+    (what FTS5's ``snippet(events_fts, -1, '[', ']', '…', 12)`` shows)."""
+    words = list(_WORD.finditer(text))
+    terms = _terms(query)
+    hits = {i for i, m in enumerate(words) if any(t.matches(_fold(m.group())) for t in terms)}
+    first = min(hits, default=0)
+    start = max(0, min(first - 2, len(words) - tokens))
+    end = min(len(words), start + tokens)
+    if not words:
+        return text
+    out = ["…" if start > 0 else text[: words[0].start()]]
+    for i in range(start, end):
+        if i > start:
+            out.append(text[words[i - 1].end() : words[i].start()])
+        out.append(f"[{words[i].group()}]" if i in hits else words[i].group())
+    out.append("…" if end < len(words) else text[words[-1].end() :])
+    return "".join(out)
+
+
+def _search_postgresql(conn: sqlite3.Connection, query: _Query, limit: int) -> list[SearchHit]:
+    hits: list[SearchHit] = []
+    page = max(2 * limit, 200)
+    offset = 0
+    params = {"query": _tsquery(query), "limit": page}
+    while len(hits) < limit:
+        rows = conn.execute(queries.SEARCH_POSTGRESQL, {**params, "offset": offset}).fetchall()
+        for sid, title, position, kind, role, text in rows:
+            if text is not None and _holds(query, {_fold(w) for w in _WORD.findall(text)}):
+                hits.append(SearchHit(str(sid), title, int(position), str(kind), snippet(text, query), role))
+        if len(rows) < page:
+            break
+        offset += page
+    return hits[:limit]
+
+
+@pgdatabase.either
 def stats(db: str | Path) -> Stats:
-    """``sessionstore stats``: counts, file size and schema revision."""
-    path = Path(db).expanduser()
+    """``sessionstore stats``: counts, file size and schema revision (on PostgreSQL, the database's size)."""
+    postgres = pgdatabase.is_url(db)
+    path = db if postgres else Path(db).expanduser()
     with reading(path) as conn:
         conn.execute("BEGIN")
         sessions, released = conn.execute(queries.SESSION_COUNT).fetchone()
-        types = dict(conn.execute("SELECT type, count(*) FROM events GROUP BY type ORDER BY count(*) DESC"))
-        revision = read_revision(conn)[0]
-    wal = Path(f"{path}-wal")
-    return Stats(
-        path=str(path),
+        types = dict(conn.execute(queries.EVENT_TYPES).fetchall())
+        revision = revision_of(conn)
+        sizes = conn.execute(queries.DATABASE_SIZE_POSTGRESQL).fetchone() if postgres else None
+    counts = Stats(
+        path=where(db),
         sessions=int(sessions),
         released=int(released),
         events=sum(int(n) for n in types.values()),
         event_types={str(k): int(v) for k, v in types.items()},
-        file_size=path.stat().st_size,
-        wal_size=wal.stat().st_size if wal.exists() else 0,
         revision=revision,
     )
+    if sizes is not None:
+        return replace(counts, file_size=int(sizes[0]), tables_size=int(sizes[1]), database="postgresql")
+    assert isinstance(path, Path)
+    wal = Path(f"{path}-wal")
+    return replace(counts, file_size=path.stat().st_size, wal_size=wal.stat().st_size if wal.exists() else 0)

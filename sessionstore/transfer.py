@@ -10,16 +10,25 @@ read too: their events are sessionstore's own, described as its codec does.
 An export is read from one snapshot, so one taken while an agent writes is
 consistent. An import checks the whole file before it touches the database:
 a bad line anywhere imports nothing and names the line.
+
+Both take a SQLite path or a PostgreSQL URL (:func:`pgdatabase.either`) and
+write the same lines for the same sessions, so a database moves to the other
+kind and back byte for byte. PostgreSQL's text cannot hold U+0000, which a
+SQLite file's can: an import into PostgreSQL refuses such a file whole, naming
+the line, before it writes anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
+import shutil
 import sqlite3
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
-from . import queries, records
+from . import pgdatabase, queries, records
 from .admin import forget_deleted, in_batches, index_new_events, writable
 from .codec import ROLES, legacy_description
 from .database import prepare
@@ -62,7 +71,7 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
 
     current = records.is_current(conn)
     if ids is None:
-        ids = [str(r[0]) for r in conn.execute("SELECT session_id FROM sessions ORDER BY id")]
+        ids = [str(r[0]) for r in conn.execute(queries.SESSION_IDS)]
     yield dump({"format": EXPORT_FORMAT, "version": EXPORT_VERSION})
     for done, sid in enumerate(ids, 1):
         record = records.load_session(conn, sid, current=current)
@@ -99,6 +108,7 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
             progress(done, len(ids))
 
 
+@pgdatabase.either
 def export_sessions(
     db: str | Path,
     out: str | os.PathLike[str] | IO[str],
@@ -113,7 +123,7 @@ def export_sessions(
     device, a FIFO or a terminal is written in place; the database itself and
     its companion files are refused before anything is read.
     """
-    path = Path(db).expanduser()
+    path = db if pgdatabase.is_url(db) else Path(db).expanduser()
     named = Path(out).expanduser() if isinstance(out, (str, os.PathLike)) else None
     target = _destination(named, path) if named is not None else None
     with records.reading(path) as conn:
@@ -129,10 +139,11 @@ def export_sessions(
         return count
 
 
-def _destination(out: Path, db: Path) -> Path:
+def _destination(out: Path, db: str | Path) -> Path:
     """Where an export to ``out`` is written: the file a link points at; never the database or its companions."""
     target = Path(os.path.realpath(out))
-    for companion in (db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+    files = () if isinstance(db, str) else (db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal")))
+    for companion in files:
         if target.exists() and companion.exists() and os.path.samefile(target, companion):
             raise UsageError(
                 f"{out} is {'the database' if companion == db else 'a file of the database'} {db};"
@@ -335,16 +346,27 @@ def _lines(handle: IO[str]) -> Iterator[tuple[int, str]]:
         yield number, line
 
 
-def _read_export(path: Path) -> Iterator[_ImportSession]:
-    """The sessions of an export file, each with its events; :class:`ImportFileError` at the first flaw."""
+def _no_nul(values: dict[str, Any], whose: str) -> None:
+    for key, value in values.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise _BadLine(f"the {whose} {key} holds a NUL character (U+0000), which PostgreSQL cannot store in text")
+
+
+def _read_export(path: Path, *, postgres: bool = False, shown: str | None = None) -> Iterator[_ImportSession]:
+    """The sessions of an export file, each with its events; :class:`ImportFileError` at the first flaw.
+
+    ``postgres``: refuse text PostgreSQL cannot store (U+0000; JSON columns and payloads hold it escaped, so
+    only the plain text columns can). ``shown`` is how messages name the file (``<stdin>``).
+    """
+    name = shown or str(path)
     try:
         handle = path.open(encoding="utf-8")
     except FileNotFoundError:
-        raise ImportFileError(f"{path}: no such file") from None
+        raise ImportFileError(f"{name}: no such file") from None
     except IsADirectoryError:
-        raise ImportFileError(f"{path} is a folder, not an export file") from None
+        raise ImportFileError(f"{name} is a folder, not an export file") from None
     except OSError as exc:
-        raise ImportFileError(f"{path}: cannot read it ({exc.strerror})") from None
+        raise ImportFileError(f"{name}: cannot read it ({exc.strerror})") from None
     seen: set[str] = set()
     current: _ImportSession | None = None
     version = 0
@@ -368,22 +390,28 @@ def _read_export(path: Path) -> Iterator[_ImportSession]:
                     version = int(obj["version"])
                 elif obj.get("kind") == "session":
                     row = _session_line(obj, seen)
+                    if postgres:
+                        _no_nul({"cwd": row[1], "title": row[5]}, "session's")
                     if current is not None:
                         yield current
                     seen.add(row[0])
                     current = _ImportSession(number, row)
                 elif obj.get("kind") == "event":
                     event = _event_line(obj, current, version)
+                    if postgres:
+                        _no_nul(
+                            {"type": event[1], "role": event[3], "text": event[4], "text_path": event[5]}, "event's"
+                        )
                     assert current is not None
                     current.events.append(event)
                 else:
                     raise _BadLine(f"kind must be 'session' or 'event', got {obj.get('kind')!r}")
         except UnicodeDecodeError:
-            raise ImportFileError(f"{path} is not UTF-8 text; nothing was imported") from None
+            raise ImportFileError(f"{name} is not UTF-8 text; nothing was imported") from None
         except _BadLine as exc:
-            raise ImportFileError(f"{path} line {exc.line or number}: {exc}; nothing was imported") from None
+            raise ImportFileError(f"{name} line {exc.line or number}: {exc}; nothing was imported") from None
     if not version:
-        raise ImportFileError(f"{path} is empty, not a sessionstore export; nothing was imported")
+        raise ImportFileError(f"{name} is empty, not a sessionstore export; nothing was imported")
     if current is not None:
         yield current
 
@@ -394,9 +422,7 @@ def _outcome(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> s
     existing = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
     if existing is None:
         return "added"
-    stored = conn.execute(
-        "SELECT position, type, payload FROM events WHERE session = ? ORDER BY position", (existing[0],)
-    ).fetchall()
+    stored = conn.execute(queries.EVENT_ROWS, {"id": existing[0]}).fetchall()
     if [tuple(r) for r in stored] == [e[:3] for e in item.events]:
         return "unchanged"
     if not replace:
@@ -421,6 +447,7 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
     return outcome
 
 
+@pgdatabase.either
 def import_sessions(
     db: str | Path, source: str | os.PathLike[str], *, replace: bool = False, progress: Progress | None = None
 ) -> ImportSummary:
@@ -435,19 +462,50 @@ def import_sessions(
     imported whole sessions only. A missing database is built
     beside its path (as :class:`SQLiteStorage` creates one) and appears at the
     path only once it is complete; a failed or interrupted import removes only
-    what it made.
+    what it made. ``source`` ``"-"`` is standard input (kept in a private
+    temporary file: the file is read twice, checked then written).
+
+    Into PostgreSQL: the database must exist (an empty one gets the schema, under
+    the migration lock), and the import is one transaction: a failed or
+    interrupted import leaves the database as it was.
     """
-    source_path = Path(source).expanduser()
-    total = sum(1 for _ in _read_export(source_path))  # the whole file checked before anything is written
+    if str(source) == "-":
+        with _spooled_stdin() as spooled:
+            return _import(db, spooled, "<stdin>", replace, progress)
+    return _import(db, Path(source).expanduser(), None, replace, progress)
+
+
+@contextlib.contextmanager
+def _spooled_stdin() -> Iterator[Path]:
+    fd, name = tempfile.mkstemp(prefix="sessionstore-import-", suffix=".jsonl")  # mode 0600: conversations
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _import(
+    db: str | Path, source_path: Path, shown: str | None, replace: bool, progress: Progress | None
+) -> ImportSummary:
+    postgres = pgdatabase.is_url(db)
+    # The whole file checked before anything is written.
+    total = sum(1 for _ in _read_export(source_path, postgres=postgres, shown=shown))
+    if postgres:
+        url = str(db)
+        if pgdatabase.blocking(_revision_at, url) is None:
+            pgdatabase.migrate(url)  # an empty database gets the schema (a populated one is refused untouched)
+        return _import_into(url, source_path, replace, total, progress, shown)
     path = Path(db).expanduser()
     if path.exists():
-        return _import_into(path, source_path, replace, total, progress)
+        return _import_into(path, source_path, replace, total, progress, shown)
     # A new database is built beside its final path and linked there only once it is complete, so nobody
     # (an agent started meanwhile) ever sees it half-made, and a failure removes only this call's own file.
     building = path.with_name(f".{path.name}.import-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         prepare(building)
-        summary = _import_into(building, source_path, replace, total, progress)
+        summary = _import_into(building, source_path, replace, total, progress, shown)
         try:
             os.link(building, path)
         except FileExistsError:
@@ -460,25 +518,32 @@ def import_sessions(
             Path(f"{building}{suffix}").unlink(missing_ok=True)
 
 
-def _import_into(path: Path, source: Path, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
+def _revision_at(url: str) -> str | None:
+    with pgdatabase.connected(url) as conn:
+        return conn.revision()
+
+
+def _import_into(
+    path: str | Path, source: Path, replace: bool, total: int, progress: Progress | None, shown: str | None = None
+) -> ImportSummary:
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
     events = 0
     with writable(path) as conn:
         if not replace:  # a conflict anywhere is found before anything is written
-            for item in _read_export(source):
+            for item in _read_export(source, shown=shown):
                 _outcome(conn, item, replace)
 
         def apply(conn: sqlite3.Connection, item: _ImportSession) -> tuple[str, int]:
             return _import_one(conn, item, replace), len(item.events)
 
-        for done, (outcome, count) in enumerate(
-            in_batches(conn, path, _read_export(source), apply, finish=index_new_events), 1
-        ):
+        items = _read_export(source, shown=shown)
+        finish = None if records.is_postgres(conn) else index_new_events  # PostgreSQL indexes as it writes
+        for done, (outcome, count) in enumerate(in_batches(conn, Path(path), items, apply, finish=finish), 1):
             counts[outcome] += 1
             if outcome != "unchanged":
                 events += count
             if progress is not None:
                 progress(done, total)
         if counts["replaced"]:
-            forget_deleted(conn, path)  # the sessions replaced are gone, not merely unlisted
+            forget_deleted(conn, Path(path))  # the sessions replaced are gone, not merely unlisted
     return ImportSummary(events=events, **counts)

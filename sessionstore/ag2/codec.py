@@ -318,6 +318,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.UsageError,
                 errors.UnsafeFileError,
                 errors.DatabaseUnavailableError,
+                errors.NotOnPostgreSQLError,
             )
         },
     }

@@ -1,0 +1,179 @@
+"""Search on PostgreSQL gives SQLite's answers: the same sessions written into a SQLite file (FTS5, unicode61)
+and a PostgreSQL database (GIN index over to_tsvector('simple', ...)), the same queries, the same hits.
+
+Where the two cannot agree, the difference is the documented one (README, records.py), asserted as such."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+from _pgcli import run, write_both
+from pg_server import PostgresServer
+
+from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, pgdatabase, queries, records
+from sessionstore.errors import NotOnPostgreSQLError
+
+TEXTS = [
+    "Why is the build red? It was green yesterday.",
+    "test_parse_dates fails: the fixture expects UTC.",
+    "Please parse dates in the log",
+    "Use a well-known foo-bar pattern; it's fine, don't worry.",
+    "BUILD Succeeded (after 3 tries)",
+    "Straße naïve émigré café",
+    "naive emigre cafe in ASCII",
+    "See example.com for more",
+    "mixed CASE Words and MiXeD",
+    "unicode Ünïcödé ÜBER",
+    "numbers 42 and 3.14 and v1",
+]
+
+AGREE = [
+    "build", "red", "build red", "Build", "BUILD", "green yesterday", "test_parse_dates", "parse", "dates",
+    "parse dates", "parse_dates", "fixture UTC", "foo", "bar", "foo-bar", "it", "s", "don t", "well known",
+    "succeeded", "3", "tries", "naïve", "émigré", "café", "Straße", "NAÏVE", "example", "mixed", "case", "words",
+    "42", "pytest", "cmd", "run", "x", "ünïcödé", "über", "Ünïcödé", "nothing-here", "red?", "(after",
+]  # fmt: skip
+
+AGREE_FTS = [
+    "bui*", "build OR green", "build NOT red", "parse*", "test_*", "(build OR green) AND red", "naï*", "caf*",
+    "red AND NOT", "fixture OR (mixed AND words)", "Build", "\"build\"", "ex*",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def both(pg_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """The same sessions in a SQLite file and a PostgreSQL database (written by each storage)."""
+    name = pg_server.create_database()
+    url = pg_server.url(name)
+    pgdatabase.migrate(url)
+    db = tmp_path_factory.mktemp("search") / "same.db"
+    sessions = [
+        (uuid4(), [UserMessage(text), ModelMessage(f"answer {n}")], {"cwd": "/w"}) for n, text in enumerate(TEXTS)
+    ]
+    sessions.append(
+        (
+            uuid4(),
+            [
+                ToolCall(call_id="c1", name="run", arguments={"cmd": "pytest -x"}),
+                ToolResult(call_id="c1", content="ok"),
+            ],
+            {"cwd": "/w", "title": "tools"},
+        )
+    )
+    write_both(db, url, sessions)
+    yield db, url
+    pg_server.drop_database(name)
+
+
+def hits(db: str | Path, query: str, raw: bool = False) -> set[tuple[str, int]]:
+    return {(h.session_id, h.position) for h in records.search(db, query, raw=raw, limit=1000)}
+
+
+def sqlite_or_error(db: Path, query: str, raw: bool) -> set[tuple[str, int]] | None:
+    try:
+        return hits(db, query, raw)
+    except Exception:
+        return None
+
+
+@pytest.mark.parametrize("query", AGREE)
+def test_plain_words_find_the_same_events(both: tuple[Path, str], query: str) -> None:
+    db, url = both
+    expected = hits(db, query)
+    assert hits(url, query) == expected
+
+
+@pytest.mark.parametrize("query", AGREE_FTS)
+def test_fts_syntax_with_a_meaning_on_postgresql_finds_the_same(both: tuple[Path, str], query: str) -> None:
+    db, url = both
+    expected = sqlite_or_error(db, query, raw=True)
+    if expected is None:  # FTS5 refuses it: so does PostgreSQL, in one line
+        with pytest.raises(Exception) as refused:
+            hits(url, query, raw=True)
+        assert "not a valid full-text query" in str(refused.value)
+    else:
+        assert hits(url, query, raw=True) == expected
+
+
+def test_the_corpus_is_not_trivial(both: tuple[Path, str]) -> None:
+    db, _ = both
+    assert len(hits(db, "naïve")) == 2 and len(hits(db, "build")) == 2 and len(hits(db, "parse")) == 1
+    assert len(hits(db, "parse*", raw=True)) == 1 and len(hits(db, "build NOT red", raw=True)) == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "found_on_sqlite_only"),
+    [
+        ("naive", "Straße naïve émigré café"),  # an unaccented word does not find the accented spelling
+        ("com", "See example.com for more"),  # PostgreSQL keeps example.com whole
+        ("14", "numbers 42 and 3.14 and v1"),  # and 3.14
+    ],
+)
+def test_the_known_differences_are_as_documented(both: tuple[Path, str], query: str, found_on_sqlite_only: str) -> None:
+    db, url = both
+    lite, pg = records.search(db, query, limit=1000), records.search(url, query, limit=1000)
+    missing = {(h.session_id, h.position) for h in lite} - {(h.session_id, h.position) for h in pg}
+    assert {(h.session_id, h.position) for h in pg} <= {(h.session_id, h.position) for h in lite}
+    assert [h.snippet.replace("[", "").replace("]", "") for h in lite if (h.session_id, h.position) in missing] == [
+        found_on_sqlite_only
+    ]
+
+
+@pytest.mark.parametrize("query", ['"build red"', "NEAR(build red)", "text:build", "^build", "build + red"])
+def test_fts5_syntax_without_an_equivalent_is_refused_in_one_line(both: tuple[Path, str], query: str) -> None:
+    _, url = both
+    with pytest.raises(NotOnPostgreSQLError, match="no equivalent on PostgreSQL"):
+        records.search(url, query, raw=True)
+    done = run("search", "--fts", query, "--db", url)
+    assert done.returncode == 1 and done.stderr.startswith("sessionstore: error: --fts ")
+    assert done.stderr.count("\n") == 1
+
+
+def test_snippets_show_the_matching_words(both: tuple[Path, str]) -> None:
+    db, url = both
+    for query in ("fixture", "parse dates", "émigré", "bui*"):
+        raw = query.endswith("*")
+        pg = records.search(url, query, raw=raw)
+        lite = {(h.session_id, h.position): h.snippet for h in records.search(db, query, raw=raw)}
+        assert pg and {(h.session_id, h.position) for h in pg} == set(lite)
+        for hit in pg:
+            assert "[" in hit.snippet and "]" in hit.snippet, hit
+            assert hit.snippet == lite[(hit.session_id, hit.position)], hit  # FTS5's snippet, made the same way
+
+
+def test_the_limit_and_the_command_line(both: tuple[Path, str]) -> None:
+    db, url = both
+    assert len(records.search(url, "answer", limit=3)) == 3
+    assert hits(url, "answer") == hits(db, "answer") and len(hits(db, "answer")) == len(TEXTS)
+    lite, pg = run("search", "build", "--json", "--db", db), run("search", "build", "--json", "--db", url)
+    # The same hits, snippets and titles; best first by each database's own ranking (FTS5's bm25, ts_rank).
+    assert pg.returncode == 0 and len(json.loads(pg.stdout)) == 2
+    assert sorted(json.loads(pg.stdout), key=str) == sorted(json.loads(lite.stdout), key=str)
+
+
+def test_the_index_serves_the_search(both: tuple[Path, str]) -> None:
+    _, url = both
+    sql = queries.SEARCH_POSTGRESQL
+    for name, value in (("query", "'build':*"), ("limit", "20"), ("offset", "0")):
+        sql = sql.replace(f":{name}", value if name != "query" else f"'{value.replace(chr(39), chr(39) * 2)}'")
+
+    async def plan() -> str:
+        conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+        try:
+            await conn.execute("SET enable_seqscan = off")
+            return "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql))
+        finally:
+            await conn.close()
+
+    assert "events_fts" in asyncio.run(plan())
+
+
+def test_ids_are_uuids(both: tuple[Path, str]) -> None:
+    db, _ = both
+    assert all(UUID(hex=sid) for sid, _ in hits(db, "answer"))
