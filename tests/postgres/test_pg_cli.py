@@ -15,6 +15,7 @@ from pg_server import PostgresServer
 
 from sessionstore import ModelMessage, UserMessage, pgdatabase
 from sessionstore.cli import main
+from sessionstore.database import HEAD
 
 
 def twins(tmp_path: Path, url: str, specs: list[Spec]) -> tuple[Path, list[str]]:
@@ -129,7 +130,7 @@ def test_stats_and_check_show_what_a_server_has(pg_server: PostgresServer, pg_ur
 
 def test_db_commands_move_a_server_database(pg_empty_url: str) -> None:
     url = pg_empty_url
-    assert run("db", "current", "--db", url).stdout.startswith("base (head is 0004")
+    assert run("db", "current", "--db", url).stdout.startswith(f"base (head is {HEAD}")
     refused = run("list", "--db", url)
     assert refused.returncode == 1 and "is not a sessionstore database" in refused.stderr
     assert refused.stderr.count("\n") == 1
@@ -137,12 +138,12 @@ def test_db_commands_move_a_server_database(pg_empty_url: str) -> None:
     assert up.returncode == 0 and up.stdout == f"upgraded {pgdatabase.redacted(url)} from base to 0003\n"
     behind = run("list", "--db", url)
     assert behind.returncode == 1 and "run `sessionstore db upgrade --db" in behind.stderr
-    assert run("db", "current", "--db", url).stdout.startswith("0003 (head is 0004")
-    assert run("db", "upgrade", "--db", url).stdout.endswith("from 0003 to 0004\n")
-    assert run("db", "upgrade", "--db", url).stdout.endswith("is already at 0004\n")
-    assert run("db", "current", "--db", url).stdout == "0004 (head)\n"
+    assert run("db", "current", "--db", url).stdout.startswith(f"0003 (head is {HEAD}")
+    assert run("db", "upgrade", "--db", url).stdout.endswith(f"from 0003 to {HEAD}\n")
+    assert run("db", "upgrade", "--db", url).stdout.endswith(f"is already at {HEAD}\n")
+    assert run("db", "current", "--db", url).stdout == f"{HEAD} (head)\n"
     assert run("list", "--db", url).stderr == "no sessions\n"
-    assert run("db", "downgrade", "0002", "--db", url).stdout.endswith("from 0004 to 0002\n")
+    assert run("db", "downgrade", "0002", "--db", url).stdout.endswith(f"from {HEAD} to 0002\n")
     wrong_way = run("db", "upgrade", "0001", "--db", url)
     assert wrong_way.returncode == 1 and "downgrade it" in wrong_way.stderr
     assert run("db", "downgrade", "base", "--db", url).returncode == 0

@@ -14,6 +14,7 @@ from _pgcli import Spec, child_env, conversation, run, script_path, write_db
 from pg_server import PostgresServer
 
 from sessionstore import ModelMessage, ToolCall, ToolResult, UnknownEvent, UserMessage
+from sessionstore.database import HEAD
 
 
 def rich() -> list[Spec]:
@@ -140,5 +141,5 @@ def test_import_into_an_empty_database_builds_its_schema(pg_empty_url: str, tmp_
     write_db(laptop, [Spec(conversation())])
     export = run("export", "--all", "--db", laptop).stdout
     assert run("import", "-", "--db", pg_empty_url, input=export).returncode == 0
-    assert run("db", "current", "--db", pg_empty_url).stdout == "0004 (head)\n"
+    assert run("db", "current", "--db", pg_empty_url).stdout == f"{HEAD} (head)\n"
     assert run("export", "--all", "--db", pg_empty_url).stdout == export
