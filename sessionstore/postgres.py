@@ -8,7 +8,9 @@ How it keeps conversations safe, at PostgreSQL's default isolation (read committ
 * Every write call is one transaction on a connection of SQLAlchemy's async pool, and returns only once it has
   committed. PostgreSQL commits concurrent transactions together (one WAL flush for many): no write lane.
 * A write to a session's events first locks the session's row (``SELECT ... FOR UPDATE``; a new session's row
-  is inserted ``ON CONFLICT DO NOTHING`` and then locked). Writers of one session, in any process on any host,
+  is inserted ``ON CONFLICT DO NOTHING`` and then locked). An append is one statement (:data:`APPEND_ONE`), one
+  round trip and its own transaction when no other writer of the session committed meanwhile; else it is
+  done again the long way, in a transaction of three statements. Writers of one session, in any process on any host,
   so take turns: the next position is computed (:data:`queries.APPEND_EVENT`) only by the holder of the lock,
   from what is committed, and ``UNIQUE (session, position)`` stands behind it. Writers of different sessions
   never wait for each other. A lock held past ``lock_timeout`` is :class:`DatabaseBusyError`.
@@ -67,6 +69,36 @@ LOCK_SESSION = queries.FIND_SESSION + " FOR UPDATE"
 NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").replace(
     " RETURNING id", " ON CONFLICT (session_id) DO NOTHING RETURNING id"
 )
+
+# An append in one statement, one round trip, committed on its own: lock the session's row (making it if it is
+# missing, stamping updated_at if stale), then insert the event at the next position. One statement has one
+# snapshot, taken before it waited for the lock: if another writer of the session committed in between, the
+# next position computed here would be stale. Every change to a session's events also updates its row (the
+# revision-counting trigger), so the locked row (always the newest version) then differs from the row as this
+# statement's snapshot has it: no event is inserted, nothing is returned, and the caller appends the long way
+# (the lock first, then the position, in two statements). ON CONFLICT stands behind it all the same.
+APPEND_ONE = """
+WITH locked AS (
+    SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 FOR UPDATE
+), made AS (
+    INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,
+                          created_at, updated_at, released, revision)
+    SELECT $1, '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0 WHERE NOT EXISTS (SELECT FROM locked)
+    ON CONFLICT (session_id) DO NOTHING RETURNING id
+), stamped AS (
+    UPDATE sessions SET updated_at = $2 WHERE id = (SELECT id FROM locked WHERE updated_at < $3)
+), target AS (
+    SELECT id FROM locked
+    WHERE version = (SELECT xmin::text FROM sessions WHERE session_id = $1)
+    UNION ALL SELECT id FROM made
+)
+INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
+SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+       $4, $5, $6, $7, $8, $2
+FROM target
+ON CONFLICT (session, position) DO NOTHING
+RETURNING position
+"""
 
 _DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
 
@@ -172,6 +204,7 @@ class PostgresStorage:
                 settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
                 self._engine = pgdatabase.engine(
                     self._url,
+                    ping=False,
                     pool_size=self.pool_size,
                     max_overflow=self.pool_size,
                     connect_args={"server_settings": settings},
@@ -209,12 +242,15 @@ class PostgresStorage:
 
     # -- running work --------------------------------------------------------------------
 
-    async def _write(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """Run ``work`` in one transaction; return once it has committed. Cancelled, it still ends whole."""
+    async def _write(self, work: Callable[[AsyncConnection], Awaitable[T]], *, begin: bool = True) -> T:
+        """Run ``work`` in one transaction; return once it has committed. Cancelled, it still ends whole.
+
+        ``begin=False``: ``work`` gets the connection outside a transaction, and makes each of its own whole.
+        """
         engine = await self._ready()
         if self._orphans:
             await asyncio.wait(list(self._orphans))
-        task = asyncio.ensure_future(self._transaction(engine, work))
+        task = asyncio.ensure_future(self._transaction(engine, work, begin))
         self._writes.add(task)
         task.add_done_callback(self._finished)
         try:
@@ -230,9 +266,11 @@ class PostgresStorage:
         if not task.cancelled():
             task.exception()  # retrieved: a caller cancelled meanwhile no longer waits for it
 
-    async def _transaction(self, engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _transaction(
+        self, engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]], begin: bool
+    ) -> T:
         try:
-            async with engine.begin() as conn:
+            async with engine.begin() if begin else engine.connect() as conn:
                 return await work(conn)
         except _DB_ERRORS as exc:
             raise pgdatabase.from_postgres(exc, self._url) from exc
@@ -271,10 +309,26 @@ class PostgresStorage:
 
         async def work(conn: AsyncConnection) -> None:
             now = _now()
-            row_id = await self._lock_session(conn, sid, now)
-            await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
+            # The asyncpg connection itself: one prepared statement (cached per connection), no SQLAlchemy
+            # statement machinery on the path every event takes.
+            raw: Any = (await conn.get_raw_connection()).driver_connection
+            done = await raw.fetchval(
+                APPEND_ONE,
+                sid,
+                now,
+                now - _UPDATED_AT_SLACK,
+                row["type"],
+                row["payload"],
+                row["role"],
+                row["text"],
+                row["text_path"],
+            )
+            if done is None:  # another writer of this session committed meanwhile: lock, then append
+                async with conn.begin():
+                    row_id = await self._lock_session(conn, sid, now)
+                    await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
 
-        await self._write(work)
+        await self._write(work, begin=False)
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""
