@@ -5,8 +5,9 @@ Imported on demand (``from sessionstore.postgres import PostgresStorage``): it n
 
 How it keeps conversations safe, at PostgreSQL's default isolation (read committed):
 
-* Every write call is one transaction on a connection of SQLAlchemy's async pool, and returns only once it has
-  committed. PostgreSQL commits concurrent transactions together (one WAL flush for many): no write lane.
+* Every write call is one transaction, and returns only once it has committed. PostgreSQL commits concurrent
+  transactions together (one WAL flush for many): no write lane. Appends run on the storage's own asyncpg
+  connections (:class:`_Appenders`), everything else on a connection of SQLAlchemy's async pool.
 * A write to a session's events first locks the session's row (``SELECT ... FOR UPDATE``; a new session's row
   is inserted ``ON CONFLICT DO NOTHING`` and then locked). An append is one statement (:data:`APPEND_ONE`), one
   round trip and its own transaction when no other writer of the session committed meanwhile; else it is
@@ -103,6 +104,45 @@ RETURNING position
 _DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
 
 
+class _Appenders:
+    """The storage's own asyncpg connections for :meth:`PostgresStorage.save_event`, at most ``size`` at once.
+
+    Why not the engine's pool: an append is one statement, and a checkout of SQLAlchemy's pool and back (greenlet
+    switches, its connection wrappers, the reset on return) costs about as much as that statement's round trip.
+    These connections only ever run :data:`APPEND_ONE` in autocommit, so nothing needs resetting between uses. A
+    connection found closed (a server that stopped or restarted closes its connections) is made anew.
+    """
+
+    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int) -> None:
+        self._connect = connect
+        self._slots: asyncio.Queue[Any] = asyncio.Queue()  # an open connection, or None: a free slot to fill
+        for _ in range(size):
+            self._slots.put_nowait(None)
+
+    async def acquire(self) -> Any:
+        conn = await self._slots.get()
+        if conn is not None and not conn.is_closed():
+            return conn
+        try:
+            return await self._connect()
+        except BaseException:
+            self._slots.put_nowait(None)
+            raise
+
+    def release(self, conn: Any) -> None:
+        self._slots.put_nowait(None if conn.is_closed() else conn)
+
+    async def close(self) -> None:
+        """Close the idle connections (all of them, once no append is under way)."""
+        while not self._slots.empty():
+            conn = self._slots.get_nowait()
+            if conn is not None:
+                try:
+                    await conn.close(timeout=5)
+                except _DB_ERRORS:
+                    conn.terminate()
+
+
 def _hex_id(stream_id: object) -> str:
     if isinstance(stream_id, UUID):
         return stream_id.hex
@@ -133,7 +173,10 @@ class PostgresStorage:
     Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`. The constructor does
     no I/O; the database is reached (and brought to the current schema, under the migration lock) on first
     use or on ``async with``. ``lock_timeout`` is how long (seconds) a write waits for another writer of the
-    same session before :class:`~sessionstore.DatabaseBusyError`. ``pool_size`` connections are kept open.
+    same session before :class:`~sessionstore.DatabaseBusyError`. At most ``pool_size`` connections for appends
+    and as many for everything else, each kept open once made (no overflow: a connection closed on return would
+    pay its login, a TCP handshake and a SCRAM exchange, again on the next burst of writes); calls beyond that
+    wait for one.
     The URL's password is never shown: ``repr``, messages and logs show ``***``.
     """
 
@@ -160,6 +203,7 @@ class PostgresStorage:
         self.lock_timeout = lock_timeout
         self.pool_size = pool_size
         self._engine: AsyncEngine | None = None
+        self._appenders: _Appenders | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
         self._guard: asyncio.Task[None] | None = None
@@ -202,13 +246,20 @@ class PostgresStorage:
                 except _DB_ERRORS as exc:
                     raise pgdatabase.from_postgres(exc, self._url) from exc
                 settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-                self._engine = pgdatabase.engine(
+                engine = pgdatabase.engine(
                     self._url,
                     ping=False,
                     pool_size=self.pool_size,
-                    max_overflow=self.pool_size,
+                    max_overflow=0,
                     connect_args={"server_settings": settings},
                 )
+                args, options = engine.dialect.create_connect_args(engine.url)  # what the engine's pool connects with
+
+                async def connect() -> Any:
+                    return await asyncpg.connect(*args, **options, server_settings=settings)
+
+                self._appenders = _Appenders(connect, self.pool_size)
+                self._engine = engine
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.url}")
             return self._engine
 
@@ -237,20 +288,24 @@ class PostgresStorage:
         if self._writes:
             await asyncio.wait(list(self._writes))
         engine, self._engine = self._engine, None
+        appenders, self._appenders = self._appenders, None
+        if appenders is not None:
+            await appenders.close()
         if engine is not None:
             await engine.dispose()
 
     # -- running work --------------------------------------------------------------------
 
-    async def _write(self, work: Callable[[AsyncConnection], Awaitable[T]], *, begin: bool = True) -> T:
-        """Run ``work`` in one transaction; return once it has committed. Cancelled, it still ends whole.
+    async def _write(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``work`` in one transaction; return once it has committed. Cancelled, it still ends whole."""
+        return await self._guarded(lambda engine: self._transaction(engine, work))
 
-        ``begin=False``: ``work`` gets the connection outside a transaction, and makes each of its own whole.
-        """
+    async def _guarded(self, write: Callable[[AsyncEngine], Awaitable[T]]) -> T:
+        """Run ``write``, after the writes whose callers were cancelled; cancelled, it still runs to its end."""
         engine = await self._ready()
         if self._orphans:
             await asyncio.wait(list(self._orphans))
-        task = asyncio.ensure_future(self._transaction(engine, work, begin))
+        task = asyncio.ensure_future(write(engine))
         self._writes.add(task)
         task.add_done_callback(self._finished)
         try:
@@ -266,11 +321,9 @@ class PostgresStorage:
         if not task.cancelled():
             task.exception()  # retrieved: a caller cancelled meanwhile no longer waits for it
 
-    async def _transaction(
-        self, engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]], begin: bool
-    ) -> T:
+    async def _transaction(self, engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         try:
-            async with engine.begin() if begin else engine.connect() as conn:
+            async with engine.begin() as conn:
                 return await work(conn)
         except _DB_ERRORS as exc:
             raise pgdatabase.from_postgres(exc, self._url) from exc
@@ -307,28 +360,40 @@ class PostgresStorage:
         type_name, payload = self.codec.encode(event)
         row = {"type": type_name, "payload": payload, **_described(self.codec, event)}
 
-        async def work(conn: AsyncConnection) -> None:
+        async def append(engine: AsyncEngine) -> None:
             now = _now()
-            # The asyncpg connection itself: one prepared statement (cached per connection), no SQLAlchemy
-            # statement machinery on the path every event takes.
-            raw: Any = (await conn.get_raw_connection()).driver_connection
-            done = await raw.fetchval(
-                APPEND_ONE,
-                sid,
-                now,
-                now - _UPDATED_AT_SLACK,
-                row["type"],
-                row["payload"],
-                row["role"],
-                row["text"],
-                row["text_path"],
-            )
-            if done is None:  # another writer of this session committed meanwhile: lock, then append
-                async with conn.begin():
-                    row_id = await self._lock_session(conn, sid, now)
-                    await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
+            appenders = self._appenders
+            assert appenders is not None  # made with the engine, dropped only once no write is under way
+            try:
+                conn = await appenders.acquire()
+                try:
+                    # One prepared statement (asyncpg caches it per connection), in autocommit.
+                    done = await conn.fetchval(
+                        APPEND_ONE,
+                        sid,
+                        now,
+                        now - _UPDATED_AT_SLACK,
+                        row["type"],
+                        row["payload"],
+                        row["role"],
+                        row["text"],
+                        row["text_path"],
+                    )
+                finally:
+                    appenders.release(conn)
+            except _DB_ERRORS as exc:
+                raise pgdatabase.from_postgres(exc, self._url) from exc
+            if done is not None:
+                return
 
-        await self._write(work, begin=False)
+            # Another writer of this session committed meanwhile: lock, then append, in a transaction.
+            async def the_long_way(conn: AsyncConnection) -> None:
+                row_id = await self._lock_session(conn, sid, now)
+                await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
+
+            await self._transaction(engine, the_long_way)
+
+        await self._guarded(append)
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""
