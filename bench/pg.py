@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # pg_
 
 OURS = "sessionstore_pg"
 SINGLE = "sessionstore_pg:1"  # sessionstore, (c) with one process
+FLOOR = "raw_pg"
+FLOOR_SINGLE = "raw_pg:1"  # the floor, (c) with one process: how far the machine lets 4 processes scale at all
 PEERS = ("openai_pg", "adk_pg")
 HEAD = "bench_head"
 TARGET_PEERS = 5.0  # (a) and (b): sessionstore's paired median over each peer's
@@ -150,9 +152,9 @@ def entrants_for(
         ]
     if workload == "c":
         out = [Entrant(key, lambda _r: w.sample_c(cls, sizes, fresh), lambda: w.sample_c(cls, tiny, fresh))]
-        if key == OURS:
+        if key in (OURS, FLOOR):
             one = replace(sizes, c_procs=1)
-            out.append(Entrant(SINGLE, lambda _r: w.sample_c(cls, one, fresh)))
+            out.append(Entrant(f"{key}:1", lambda _r: w.sample_c(cls, one, fresh)))
         return out
     path, _ = w.prepare_d(cls, sizes, fresh, events)
     return [Entrant(key, lambda _r: w.sample_d(cls, sizes, path, events), lambda: w.sample_d(cls, sizes, path, events))]
@@ -211,16 +213,30 @@ def lines(section: PgSection | None, problem: str | None, sizes: w.Sizes) -> lis
             row.append(pair.text() if pair is not None else "-")
         out.append(f"| {item.label} | " + " | ".join(row) + " |")
     c = cols[2]
-    single = section.cells.get(SINGLE, {}).get("c")
     scale = _pair(section, OURS, SINGLE, c)
-    one = _value(single, c, sizes.c_rounds)
+    floor_scale = _pair(section, FLOOR, FLOOR_SINGLE, c)
     out += [
         "",
-        f"(c) sessionstore, {sizes.c_procs} processes against 1 (each appending {sizes.c_events} events to its own "
-        f"session, same rounds): 1 process {one} events/s; {sizes.c_procs} / 1 paired: "
+        f"(c) {sizes.c_procs} processes against 1 (each appending {sizes.c_events} events to its own session, in "
+        f"the same rounds): sessionstore 1 process {_value(section.cells.get(SINGLE, {}).get('c'), c, sizes.c_rounds)}"
+        f" events/s, {sizes.c_procs} / 1 paired "
         + (scale.text() if scale is not None else "-")
-        + ".",
+        + f"; the floor 1 process {_value(section.cells.get(FLOOR_SINGLE, {}).get('c'), c, sizes.c_rounds)} events/s, "
+        f"{sizes.c_procs} / 1 paired " + (floor_scale.text() if floor_scale is not None else "-") + ".",
     ]
+    bounds = []
+    for column in cols[:2]:
+        for peer in PEERS:
+            pair = _pair(section, FLOOR, peer, column)
+            label = next((i.label for i in section.loaded if i.key == peer), peer)
+            if pair is not None:
+                bounds.append(f"{column.title} {pair.median:.2f}x {label}")
+    if bounds:
+        out += [
+            "",
+            "The floor against each peer, paired (one INSERT and commit per event: how far ahead any store that "
+            "commits every event could be): " + "; ".join(bounds) + ".",
+        ]
     floor = section.cells.get("raw_pg", {}).get("a")
     moved = drift(floor)
     if moved is not None:
@@ -270,4 +286,5 @@ def as_json(section: PgSection | None, problem: str | None) -> dict[str, Any]:
             for item in section.loaded
         },
         "single_process_c": {k: asdict(c) for k, c in section.cells.get(SINGLE, {}).items()},
+        "floor_single_process_c": {k: asdict(c) for k, c in section.cells.get(FLOOR_SINGLE, {}).items()},
     }
