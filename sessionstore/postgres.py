@@ -101,6 +101,43 @@ ON CONFLICT (session, position) DO NOTHING
 RETURNING position
 """
 
+# Appends to several sessions in one statement, one round trip and one commit, for appends that would otherwise
+# wait for a connection: APPEND_ONE for each session ($1: their ids, distinct), all else alike, and the ids
+# appended returned. A session whose row another transaction holds locked is skipped (SKIP LOCKED: a batch
+# never waits for one session's writer), as is one another writer changed meanwhile; the caller appends those
+# the long way, one by one. The trigger that counts revisions runs once for the whole statement.
+APPEND_MANY = """
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+        AS i(sid, type, payload, role, text, text_path)
+), locked AS (
+    SELECT id, session_id, updated_at, xmin::text AS version FROM sessions
+    WHERE session_id = ANY($1::text[]) ORDER BY id FOR UPDATE SKIP LOCKED
+), made AS (
+    INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,
+                          created_at, updated_at, released, revision)
+    SELECT sid, '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0 FROM input
+    WHERE sid NOT IN (SELECT session_id FROM locked) ORDER BY sid
+    ON CONFLICT (session_id) DO NOTHING RETURNING id, session_id
+), stamped AS (
+    UPDATE sessions SET updated_at = $2 WHERE id IN (SELECT id FROM locked WHERE updated_at < $3)
+), target AS (
+    SELECT id, session_id FROM locked
+    WHERE version = (SELECT xmin::text FROM sessions WHERE sessions.id = locked.id)
+    UNION ALL SELECT id, session_id FROM made
+), appended AS (
+    INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
+    SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+           input.type, input.payload, input.role, input.text, input.text_path, $2
+    FROM target JOIN input ON input.sid = target.session_id
+    ON CONFLICT (session, position) DO NOTHING
+    RETURNING session
+)
+SELECT target.session_id FROM appended JOIN target ON target.id = appended.session
+"""
+
+_BATCH = 64  # events in one APPEND_MANY at most
+
 _DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
 
 
@@ -109,8 +146,13 @@ class _Appenders:
 
     Why not the engine's pool: an append is one statement, and a checkout of SQLAlchemy's pool and back (greenlet
     switches, its connection wrappers, the reset on return) costs about as much as that statement's round trip.
-    These connections only ever run :data:`APPEND_ONE` in autocommit, so nothing needs resetting between uses. A
-    connection found closed (a server that stopped or restarted closes its connections) is made anew.
+    These connections only ever run :data:`APPEND_ONE` or :data:`APPEND_MANY` in autocommit, so nothing needs
+    resetting between uses. A connection found closed (a server that stopped or restarted closes its
+    connections) is made anew.
+
+    An append that finds a connection free runs at once, alone. One that would wait for a connection joins a
+    batch instead, and the first connection freed runs the whole batch in one statement: under load, one round
+    trip and one commit for many sessions' events rather than one each.
     """
 
     def __init__(self, connect: Callable[[], Awaitable[Any]], size: int) -> None:
@@ -118,6 +160,55 @@ class _Appenders:
         self._slots: asyncio.Queue[Any] = asyncio.Queue()  # an open connection, or None: a free slot to fill
         for _ in range(size):
             self._slots.put_nowait(None)
+        # Batches waiting for a connection, oldest first: session id -> (values, the caller's future).
+        self._pending: list[dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]] = []
+        self._runners: set[asyncio.Task[None]] = set()
+
+    async def append(self, sid: str, values: tuple[Any, ...]) -> bool:
+        """Append ``(type, payload, role, text, text_path)`` to session ``sid``; False: do it the long way."""
+        if self._slots.qsize() and not self._pending:
+            conn = await self.acquire()  # free: no wait
+            try:
+                now = _now()
+                return await conn.fetchval(APPEND_ONE, sid, now, now - _UPDATED_AT_SLACK, *values) is not None
+            finally:
+                self.release(conn)
+        batch = self._pending[-1] if self._pending else None
+        if batch is None or sid in batch or len(batch) >= _BATCH:
+            batch = {}
+            self._pending.append(batch)
+            runner = asyncio.ensure_future(self._run(batch))
+            self._runners.add(runner)
+            runner.add_done_callback(self._runners.discard)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        batch[sid] = (values, done)
+        return await done
+
+    async def _run(self, batch: dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]) -> None:
+        try:
+            conn = await self.acquire()
+        except BaseException as exc:
+            self._pending.remove(batch)
+            for _, done in batch.values():
+                done.set_exception(exc)
+            return
+        self._pending.remove(batch)  # closed to newcomers from here on
+        try:
+            now = _now()
+            columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
+            found = {
+                row[0] for row in await conn.fetch(APPEND_MANY, list(batch), now, now - _UPDATED_AT_SLACK, *columns)
+            }
+        except asyncpg.PostgresError:
+            found = set()  # refused whole (nothing committed): each appends the long way
+        except BaseException as exc:  # the connection was lost: committed or not, unknown, as for one append
+            for _, done in batch.values():
+                done.set_exception(exc)
+            return
+        finally:
+            self.release(conn)
+        for sid, (_, done) in batch.items():
+            done.set_result(sid in found)
 
     async def acquire(self) -> Any:
         conn = await self._slots.get()
@@ -134,6 +225,8 @@ class _Appenders:
 
     async def close(self) -> None:
         """Close the idle connections (all of them, once no append is under way)."""
+        if self._runners:
+            await asyncio.wait(list(self._runners))
         while not self._slots.empty():
             conn = self._slots.get_nowait()
             if conn is not None:
@@ -361,33 +454,19 @@ class PostgresStorage:
         row = {"type": type_name, "payload": payload, **_described(self.codec, event)}
 
         async def append(engine: AsyncEngine) -> None:
-            now = _now()
             appenders = self._appenders
             assert appenders is not None  # made with the engine, dropped only once no write is under way
+            values = (row["type"], row["payload"], row["role"], row["text"], row["text_path"])
             try:
-                conn = await appenders.acquire()
-                try:
-                    # One prepared statement (asyncpg caches it per connection), in autocommit.
-                    done = await conn.fetchval(
-                        APPEND_ONE,
-                        sid,
-                        now,
-                        now - _UPDATED_AT_SLACK,
-                        row["type"],
-                        row["payload"],
-                        row["role"],
-                        row["text"],
-                        row["text_path"],
-                    )
-                finally:
-                    appenders.release(conn)
+                # One prepared statement (asyncpg caches it per connection), in autocommit.
+                if await appenders.append(sid, values):
+                    return
             except _DB_ERRORS as exc:
                 raise pgdatabase.from_postgres(exc, self._url) from exc
-            if done is not None:
-                return
 
-            # Another writer of this session committed meanwhile: lock, then append, in a transaction.
+            # Another writer of this session committed meanwhile, or holds its row: lock, then append.
             async def the_long_way(conn: AsyncConnection) -> None:
+                now = _now()
                 row_id = await self._lock_session(conn, sid, now)
                 await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
 
