@@ -7,7 +7,8 @@ How it keeps conversations safe, at PostgreSQL's default isolation (read committ
 
 * Every write call is one transaction, and returns only once it has committed. PostgreSQL commits concurrent
   transactions together (one WAL flush for many): no write lane. Appends run on the storage's own asyncpg
-  connections (:class:`_Appenders`), everything else on a connection of SQLAlchemy's async pool.
+  connections (:class:`_Appenders`; those that would wait for one go in batches, one statement for many
+  sessions, each event whole or absent), everything else on a connection of SQLAlchemy's async pool.
 * A write to a session's events first locks the session's row (``SELECT ... FOR UPDATE``; a new session's row
   is inserted ``ON CONFLICT DO NOTHING`` and then locked). An append is one statement (:data:`APPEND_ONE`), one
   round trip and its own transaction when no other writer of the session committed meanwhile; else it is
