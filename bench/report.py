@@ -68,6 +68,8 @@ class Run:
     cli: CliSection | None = None
     cli_problem: str | None = None
     json_bytes_d: dict[str, float] = field(default_factory=dict)
+    pg: Any = None  # pg.PgSection
+    pg_problem: str | None = None
 
     def cell(self, store: str, metric: str) -> Cell | None:
         return self.cells.get(store, {}).get(metric)

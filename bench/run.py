@@ -39,6 +39,7 @@ sys.path.insert(0, str(BENCH))
 import ag2_mix  # noqa: E402
 import cli_bench  # noqa: E402
 import footprint  # noqa: E402
+import pg  # noqa: E402
 import report  # noqa: E402
 import workloads as w  # noqa: E402
 from disk import Disk  # noqa: E402
@@ -46,7 +47,7 @@ from payloads import make_events  # noqa: E402
 from peers import Adapter, Loaded, load  # noqa: E402
 from rounds import Cell, Entrant, interleave, short  # noqa: E402
 
-SECTIONS = ("a", "b", "c", "d", "e", "g", "h", "lag", "memory", "ag2", "cli")
+SECTIONS = ("a", "b", "c", "d", "e", "g", "h", "lag", "memory", "ag2", "cli", "pg")
 
 HOW = [
     "- Every store gets the same events (a fixed mix of user messages ~200 B, tool calls ~150 B, tool results "
@@ -92,7 +93,8 @@ def venv_python() -> Path:
 
 
 def bootstrap() -> Path:
-    """Make bench/.venv with the peers and this repo (with its ag2 extra); reinstall only when the list changes."""
+    """Make bench/.venv with the peers and this repo (with its ag2 and postgres extras); reinstall only when the list
+    changes."""
     python = venv_python()
     if not python.exists():
         print(f"creating {VENV}", flush=True)
@@ -101,7 +103,7 @@ def bootstrap() -> Path:
     wanted = hashlib.sha256(json.dumps(PEERS).encode() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text() != wanted:
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, "-e", f"{ROOT}[ag2]"], check=True)
+        subprocess.run([*pip, "-e", f"{ROOT}[ag2,postgres]"], check=True)
         if subprocess.run([*pip, *PEERS]).returncode != 0:
             # One peer failing to install must not take the others with it: it is reported as not installed.
             for peer in PEERS:
@@ -339,6 +341,7 @@ def versions() -> dict[str, str]:
         "sessionstore",
         "SQLAlchemy",
         "aiosqlite",
+        "asyncpg",
         "openai-agents",
         "google-adk",
         "langgraph-checkpoint-sqlite",
@@ -411,6 +414,8 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         "",
         *report.cli_section(run),
         "",
+        *pg.lines(run.pg, run.pg_problem, sizes),
+        "",
         "Durability per store:",
         "",
         *notes,
@@ -454,6 +459,7 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         }
         if run.cli_problem is None
         else {"problem": run.cli_problem},
+        "pg": pg.as_json(run.pg, run.pg_problem),
     }
     (out / "results.json").write_text(json.dumps(raw, indent=1))
 
@@ -535,6 +541,13 @@ def main(argv: list[str]) -> int:
                 run.cli_problem = f"error: {short(exc)}"
         else:
             run.cli_problem = "not run"
+        if "pg" in sections:
+            try:
+                run.pg = pg.measure(sizes, events, progress=lambda t: print(t, flush=True))
+            except Exception as exc:  # no server here (no binaries): said in the report, the rest stands
+                run.pg_problem = f"error: {short(exc)}"
+        else:
+            run.pg_problem = "not run"
         disk.probe("after")
     finally:
         shutil.rmtree(fresh.root, ignore_errors=True)

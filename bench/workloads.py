@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from payloads import json_bytes, make_events
-from peers import Adapter, load
+from peers import PG_STORES, STORES, Adapter, load
 from rounds import Sample, percentile
 
 RUN = Path(__file__).resolve().parent / "run.py"
@@ -138,6 +138,8 @@ class Fresh:
 
 
 def file_bytes(path: Path) -> int:
+    if "://" in str(path):
+        return 0  # a database on a server (pg): no file of its own here
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
@@ -276,7 +278,7 @@ async def prepare(cls: type[Adapter], path: Path, keys: list[str], events: list[
 async def read(cls: type[Adapter], path: Path, count: int) -> float:
     store = cls()
     await store.open(path)
-    if cls.key in ("openai_sqlite", "openai_sqlalchemy"):
+    if cls.key.startswith("openai"):
         await store.create("s0")
     start = time.perf_counter()
     events = await store.read("s0")
@@ -485,13 +487,13 @@ def pragmas_of(cls: type[Adapter], fresh: Fresh) -> tuple[dict[str, str] | str, 
 
 def worker_append(key: str, path: str, session: str, count: int) -> None:
     """One process of workload (c): open, report ready, wait for go, append, report the span."""
-    cls = next(item.adapter for item in load({key}) if item.adapter is not None)
+    cls = next(item.adapter for item in load({key}, [*STORES, *PG_STORES]) if item.adapter is not None)
     events = make_events(count, seed=sum(map(ord, session)))
 
     async def main() -> None:
         store = cls()
         native = store.convert(events)
-        await store.open(Path(path))
+        await store.open(path if "://" in path else Path(path))  # a PostgreSQL database's URL, or a file
         await store.create(session)
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)

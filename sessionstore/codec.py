@@ -25,6 +25,7 @@ import dataclasses
 import gc
 import json
 import math
+import re
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol, cast
@@ -105,6 +106,15 @@ class Description(NamedTuple):
     role: str | None
     text: str | None
     path: str | None = None
+
+
+_TEXT_PATH = re.compile(r'\$(?:\.(?:"[^"]*"|[^."\[\]]+)|\[\d+\])*')
+
+
+def is_text_path(path: object) -> bool:
+    """Whether ``path`` is a JSON path as :class:`Description` takes it: ``$`` then ``.key``, ``."key"`` or
+    ``[n]`` steps. Anything else would make SQLite's ``json_extract`` fail in every query that reads the row."""
+    return isinstance(path, str) and _TEXT_PATH.fullmatch(path) is not None
 
 
 class _Undecodable(Exception):

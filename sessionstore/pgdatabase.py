@@ -104,17 +104,34 @@ def _async_url(url: str) -> Any:
     return parsed.set(drivername="postgresql+asyncpg")
 
 
-def engine(url: str, **options: Any) -> AsyncEngine:
-    """An async engine for ``url``. Stale connections (a restarted server) are replaced before use."""
+def engine(url: str, *, ping: bool = True, **options: Any) -> AsyncEngine:
+    """An async engine for ``url``. Stale connections (a restarted server) are replaced before use.
+
+    ``ping=True`` asks the server at every checkout (SQLAlchemy's pre-ping: on asyncpg three round trips, BEGIN,
+    a query, ROLLBACK, more than an append itself costs). ``ping=False`` replaces at checkout, for nothing, a
+    connection asyncpg already knows is closed: a server that stops or restarts closes its connections, and
+    asyncpg sees the socket close as soon as the event loop runs.
+    """
+    from sqlalchemy import event
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    return create_async_engine(
+    made = create_async_engine(
         _async_url(url),
-        pool_pre_ping=True,
+        pool_pre_ping=ping,
         json_deserializer=str,  # a json column's text as stored: decoded (or exported) by sessionstore
         hide_parameters=True,  # a failed statement's message never quotes a conversation
         **options,
     )
+    if not ping:
+        event.listen(made.sync_engine.pool, "checkout", _replace_if_closed)
+    return made
+
+
+def _replace_if_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    from sqlalchemy.exc import DisconnectionError
+
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("the server closed this connection")  # the pool connects anew
 
 
 # SQLSTATE classes and codes, and what each means for the database.

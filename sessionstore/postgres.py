@@ -5,10 +5,14 @@ Imported on demand (``from sessionstore.postgres import PostgresStorage``): it n
 
 How it keeps conversations safe, at PostgreSQL's default isolation (read committed):
 
-* Every write call is one transaction on a connection of SQLAlchemy's async pool, and returns only once it has
-  committed. PostgreSQL commits concurrent transactions together (one WAL flush for many): no write lane.
+* Every write call is one transaction, and returns only once it has committed. PostgreSQL commits concurrent
+  transactions together (one WAL flush for many): no write lane. Appends run on the storage's own asyncpg
+  connections (:class:`_Appenders`; those that would wait for one go in batches, one statement for many
+  sessions, each event whole or absent), everything else on a connection of SQLAlchemy's async pool.
 * A write to a session's events first locks the session's row (``SELECT ... FOR UPDATE``; a new session's row
-  is inserted ``ON CONFLICT DO NOTHING`` and then locked). Writers of one session, in any process on any host,
+  is inserted ``ON CONFLICT DO NOTHING`` and then locked). An append is one statement (:data:`APPEND_ONE`), one
+  round trip and its own transaction when no other writer of the session committed meanwhile; else it is
+  done again the long way, in a transaction of three statements. Writers of one session, in any process on any host,
   so take turns: the next position is computed (:data:`queries.APPEND_EVENT`) only by the holder of the lock,
   from what is committed, and ``UNIQUE (session, position)`` stands behind it. Writers of different sessions
   never wait for each other. A lock held past ``lock_timeout`` is :class:`DatabaseBusyError`.
@@ -68,7 +72,169 @@ NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").repl
     " RETURNING id", " ON CONFLICT (session_id) DO NOTHING RETURNING id"
 )
 
+# An append in one statement, one round trip, committed on its own: lock the session's row (making it if it is
+# missing, stamping updated_at if stale), then insert the event at the next position. One statement has one
+# snapshot, taken before it waited for the lock: if another writer of the session committed in between, the
+# next position computed here would be stale. Every change to a session's events also updates its row (the
+# revision-counting trigger), so the locked row (always the newest version) then differs from the row as this
+# statement's snapshot has it: no event is inserted, nothing is returned, and the caller appends the long way
+# (the lock first, then the position, in two statements). ON CONFLICT stands behind it all the same.
+APPEND_ONE = """
+WITH locked AS (
+    SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 FOR UPDATE
+), made AS (
+    INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,
+                          created_at, updated_at, released, revision)
+    SELECT $1, '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0 WHERE NOT EXISTS (SELECT FROM locked)
+    ON CONFLICT (session_id) DO NOTHING RETURNING id
+), stamped AS (
+    UPDATE sessions SET updated_at = $2 WHERE id = (SELECT id FROM locked WHERE updated_at < $3)
+), target AS (
+    SELECT id FROM locked
+    WHERE version = (SELECT xmin::text FROM sessions WHERE session_id = $1)
+    UNION ALL SELECT id FROM made
+)
+INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
+SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+       $4, $5, $6, $7, $8, $2
+FROM target
+ON CONFLICT (session, position) DO NOTHING
+RETURNING position
+"""
+
+# Appends to several sessions in one statement, one round trip and one commit, for appends that would otherwise
+# wait for a connection: APPEND_ONE for each session ($1: their ids, distinct), all else alike, and the ids
+# appended returned. A session whose row another transaction holds locked is skipped (SKIP LOCKED: a batch
+# never waits for one session's writer), as is one another writer changed meanwhile; the caller appends those
+# the long way, one by one. The trigger that counts revisions runs once for the whole statement.
+APPEND_MANY = """
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+        AS i(sid, type, payload, role, text, text_path)
+), locked AS (
+    SELECT id, session_id, updated_at, xmin::text AS version FROM sessions
+    WHERE session_id = ANY($1::text[]) ORDER BY id FOR UPDATE SKIP LOCKED
+), made AS (
+    INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,
+                          created_at, updated_at, released, revision)
+    SELECT sid, '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0 FROM input
+    WHERE sid NOT IN (SELECT session_id FROM locked) ORDER BY sid
+    ON CONFLICT (session_id) DO NOTHING RETURNING id, session_id
+), stamped AS (
+    UPDATE sessions SET updated_at = $2 WHERE id IN (SELECT id FROM locked WHERE updated_at < $3)
+), target AS (
+    SELECT id, session_id FROM locked
+    WHERE version = (SELECT xmin::text FROM sessions WHERE sessions.id = locked.id)
+    UNION ALL SELECT id, session_id FROM made
+), appended AS (
+    INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
+    SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+           input.type, input.payload, input.role, input.text, input.text_path, $2
+    FROM target JOIN input ON input.sid = target.session_id
+    ON CONFLICT (session, position) DO NOTHING
+    RETURNING session
+)
+SELECT target.session_id FROM appended JOIN target ON target.id = appended.session
+"""
+
+_BATCH = 64  # events in one APPEND_MANY at most
+
 _DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+
+class _Appenders:
+    """The storage's own asyncpg connections for :meth:`PostgresStorage.save_event`, at most ``size`` at once.
+
+    Why not the engine's pool: an append is one statement, and a checkout of SQLAlchemy's pool and back (greenlet
+    switches, its connection wrappers, the reset on return) costs about as much as that statement's round trip.
+    These connections only ever run :data:`APPEND_ONE` or :data:`APPEND_MANY` in autocommit, so nothing needs
+    resetting between uses. A connection found closed (a server that stopped or restarted closes its
+    connections) is made anew.
+
+    An append that finds a connection free runs at once, alone. One that would wait for a connection joins a
+    batch instead, and the first connection freed runs the whole batch in one statement: under load, one round
+    trip and one commit for many sessions' events rather than one each.
+    """
+
+    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int) -> None:
+        self._connect = connect
+        self._slots: asyncio.Queue[Any] = asyncio.Queue()  # an open connection, or None: a free slot to fill
+        for _ in range(size):
+            self._slots.put_nowait(None)
+        # Batches waiting for a connection, oldest first: session id -> (values, the caller's future).
+        self._pending: list[dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]] = []
+        self._runners: set[asyncio.Task[None]] = set()
+
+    async def append(self, sid: str, values: tuple[Any, ...]) -> bool:
+        """Append ``(type, payload, role, text, text_path)`` to session ``sid``; False: do it the long way."""
+        if self._slots.qsize() and not self._pending:
+            conn = await self.acquire()  # free: no wait
+            try:
+                now = _now()
+                return await conn.fetchval(APPEND_ONE, sid, now, now - _UPDATED_AT_SLACK, *values) is not None
+            finally:
+                self.release(conn)
+        batch = self._pending[-1] if self._pending else None
+        if batch is None or sid in batch or len(batch) >= _BATCH:
+            batch = {}
+            self._pending.append(batch)
+            runner = asyncio.ensure_future(self._run(batch))
+            self._runners.add(runner)
+            runner.add_done_callback(self._runners.discard)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        batch[sid] = (values, done)
+        return await done
+
+    async def _run(self, batch: dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]) -> None:
+        try:
+            conn = await self.acquire()
+        except BaseException as exc:
+            self._pending.remove(batch)
+            for _, done in batch.values():
+                done.set_exception(exc)
+            return
+        self._pending.remove(batch)  # closed to newcomers from here on
+        try:
+            now = _now()
+            columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
+            found = {
+                row[0] for row in await conn.fetch(APPEND_MANY, list(batch), now, now - _UPDATED_AT_SLACK, *columns)
+            }
+        except asyncpg.PostgresError:
+            found = set()  # refused whole (nothing committed): each appends the long way
+        except BaseException as exc:  # the connection was lost: committed or not, unknown, as for one append
+            for _, done in batch.values():
+                done.set_exception(exc)
+            return
+        finally:
+            self.release(conn)
+        for sid, (_, done) in batch.items():
+            done.set_result(sid in found)
+
+    async def acquire(self) -> Any:
+        conn = await self._slots.get()
+        if conn is not None and not conn.is_closed():
+            return conn
+        try:
+            return await self._connect()
+        except BaseException:
+            self._slots.put_nowait(None)
+            raise
+
+    def release(self, conn: Any) -> None:
+        self._slots.put_nowait(None if conn.is_closed() else conn)
+
+    async def close(self) -> None:
+        """Close the idle connections (all of them, once no append is under way)."""
+        if self._runners:
+            await asyncio.wait(list(self._runners))
+        while not self._slots.empty():
+            conn = self._slots.get_nowait()
+            if conn is not None:
+                try:
+                    await conn.close(timeout=5)
+                except _DB_ERRORS:
+                    conn.terminate()
 
 
 def _hex_id(stream_id: object) -> str:
@@ -92,7 +258,10 @@ class PostgresStorage:
     Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`. The constructor does
     no I/O; the database is reached (and brought to the current schema, under the migration lock) on first
     use or on ``async with``. ``lock_timeout`` is how long (seconds) a write waits for another writer of the
-    same session before :class:`~sessionstore.DatabaseBusyError`. ``pool_size`` connections are kept open.
+    same session before :class:`~sessionstore.DatabaseBusyError`. At most ``pool_size`` connections for appends
+    and as many for everything else, each kept open once made (no overflow: a connection closed on return would
+    pay its login, a TCP handshake and a SCRAM exchange, again on the next burst of writes); calls beyond that
+    wait for one.
     The URL's password is never shown: ``repr``, messages and logs show ``***``.
     """
 
@@ -119,6 +288,7 @@ class PostgresStorage:
         self.lock_timeout = lock_timeout
         self.pool_size = pool_size
         self._engine: AsyncEngine | None = None
+        self._appenders: _Appenders | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
         self._guard: asyncio.Task[None] | None = None
@@ -161,12 +331,20 @@ class PostgresStorage:
                 except _DB_ERRORS as exc:
                     raise pgdatabase.from_postgres(exc, self._url) from exc
                 settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-                self._engine = pgdatabase.engine(
+                engine = pgdatabase.engine(
                     self._url,
+                    ping=False,
                     pool_size=self.pool_size,
-                    max_overflow=self.pool_size,
+                    max_overflow=0,
                     connect_args={"server_settings": settings},
                 )
+                args, options = engine.dialect.create_connect_args(engine.url)  # what the engine's pool connects with
+
+                async def connect() -> Any:
+                    return await asyncpg.connect(*args, **options, server_settings=settings)
+
+                self._appenders = _Appenders(connect, self.pool_size)
+                self._engine = engine
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.url}")
             return self._engine
 
@@ -195,6 +373,9 @@ class PostgresStorage:
         if self._writes:
             await asyncio.wait(list(self._writes))
         engine, self._engine = self._engine, None
+        appenders, self._appenders = self._appenders, None
+        if appenders is not None:
+            await appenders.close()
         if engine is not None:
             await engine.dispose()
 
@@ -202,10 +383,14 @@ class PostgresStorage:
 
     async def _write(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """Run ``work`` in one transaction; return once it has committed. Cancelled, it still ends whole."""
+        return await self._guarded(lambda engine: self._transaction(engine, work))
+
+    async def _guarded(self, write: Callable[[AsyncEngine], Awaitable[T]]) -> T:
+        """Run ``write``, after the writes whose callers were cancelled; cancelled, it still runs to its end."""
         engine = await self._ready()
         if self._orphans:
             await asyncio.wait(list(self._orphans))
-        task = asyncio.ensure_future(self._transaction(engine, work))
+        task = asyncio.ensure_future(write(engine))
         self._writes.add(task)
         task.add_done_callback(self._finished)
         try:
@@ -260,12 +445,26 @@ class PostgresStorage:
         type_name, payload = self.codec.encode(event)
         row = {"type": type_name, "payload": payload, **_described(self.codec, event)}
 
-        async def work(conn: AsyncConnection) -> None:
-            now = _now()
-            row_id = await self._lock_session(conn, sid, now)
-            await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
+        async def append(engine: AsyncEngine) -> None:
+            appenders = self._appenders
+            assert appenders is not None  # made with the engine, dropped only once no write is under way
+            values = (row["type"], row["payload"], row["role"], row["text"], row["text_path"])
+            try:
+                # One prepared statement (asyncpg caches it per connection), in autocommit.
+                if await appenders.append(sid, values):
+                    return
+            except _DB_ERRORS as exc:
+                raise pgdatabase.from_postgres(exc, self._url) from exc
 
-        await self._write(work)
+            # Another writer of this session committed meanwhile, or holds its row: lock, then append.
+            async def the_long_way(conn: AsyncConnection) -> None:
+                now = _now()
+                row_id = await self._lock_session(conn, sid, now)
+                await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
+
+            await self._transaction(engine, the_long_way)
+
+        await self._guarded(append)
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""

@@ -35,9 +35,9 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from . import queries, records
-from .codec import Codec, JsonCodec, decode_all
+from .codec import Codec, JsonCodec, decode_all, is_text_path
 from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, truncate_wal
-from .errors import InvalidSessionIdError, StorageError, from_sqlite
+from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
 from .lane import Work, WriteLane
 from .storage import (
     ContextLike,
@@ -101,6 +101,11 @@ def _described(codec: Codec, event: Any) -> dict[str, str | None]:
     """
     role, text, *rest = codec.describe(event)
     path = rest[0] if rest else None
+    if path is not None and not is_text_path(path):
+        raise EventEncodeError(
+            f"{type(codec).__name__}.describe gave the text path {path!r} for a {type(event).__name__}:"
+            " not a JSON path such as $.content"
+        )
     if path is not None:
         return {"role": role, "text": None, "text_path": path}
     if text is not None and not text.isascii():

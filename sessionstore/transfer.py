@@ -38,7 +38,7 @@ from typing import IO, Any, TypeAlias
 
 from . import pgdatabase, queries, records
 from .admin import forget_deleted, in_batches, index_new_events, writable
-from .codec import ROLES, legacy_description
+from .codec import ROLES, is_text_path, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
 from .storage import SessionRecord, record_row, storable_text, utc_text
@@ -311,7 +311,7 @@ def _event_line(
             raise _BadLine(f"role must be one of {', '.join(ROLES)} or null, got {role!r}")
         if text is not None and not isinstance(text, str):
             raise _BadLine(f"text must be a string or null, got {text!r}")
-        if path is not None and (not isinstance(path, str) or not path.startswith("$") or text is not None):
+        if path is not None and (not is_text_path(path) or text is not None):
             raise _BadLine(f"text_path must be a JSON path ($...) given instead of text, or null, got {path!r}")
     return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
 

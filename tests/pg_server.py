@@ -12,7 +12,9 @@ the suite, on a developer's machine and in CI alike, is ``pytest``; nothing has 
   and on 127.0.0.1 at a free port, where a password is asked (scram-sha-256): the tests connect with a URL that
   holds one, as an application would.
 * ``fsync=off``: the tests kill clients and restart the server, never the machine; what a server crash keeps
-  does not depend on fsync (the OS has the pages).
+  does not depend on fsync (the OS has the pages). ``PostgresServer(durable=True)`` keeps PostgreSQL's defaults
+  instead (fsync, full_page_writes, synchronous_commit on): what the benchmark measures, where a commit's
+  flush to disk is most of what an append costs.
 
 Run as a script, it starts a server, prints its URL and waits until Ctrl-C (for poking at it with psql).
 """
@@ -71,8 +73,9 @@ def _free_port() -> int:
 class PostgresServer:
     """One server in its own temporary folder; :meth:`start`, :meth:`stop`, :meth:`restart`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
         self.bin = bindir()
+        self.durable = durable
         self.password = secrets.token_hex(12)
         self.port = 0
         self.root = Path(tempfile.mkdtemp(prefix="sessionstore-pg-"))
@@ -134,10 +137,10 @@ class PostgresServer:
             pwfile.unlink()
         for attempt in range(5):
             self.port = self.port or _free_port()
-            options = (
-                f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir} -c fsync=off"
-                " -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB"
-            )
+            options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir}"
+            if not self.durable:
+                options += " -c fsync=off -c full_page_writes=off"
+            options += " -c max_connections=300 -c shared_buffers=32MB"
             try:
                 self._run("pg_ctl", "start", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options)
                 return self
@@ -212,9 +215,9 @@ class PostgresServer:
 
 
 @contextlib.contextmanager
-def running() -> Iterator[PostgresServer]:
+def running(*, durable: bool = False) -> Iterator[PostgresServer]:
     """A started server, stopped and removed on leaving, also at interpreter exit if the block never ends."""
-    server = PostgresServer()
+    server = PostgresServer(durable=durable)
     atexit.register(server.remove)
     try:
         yield server.start()

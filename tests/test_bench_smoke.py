@@ -9,6 +9,7 @@ every section of the report is there, filled in or saying why not.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,40 @@ def test_the_report_has_every_section(smoke: tuple[str, dict[str, object], str])
     assert "sqlite-utils" in table
     assert "`sessionstore list --json` of every session: peak RSS" in table
     assert "Targets (sessionstore):" in table
+
+
+def test_the_pg_section_measures_postgres(smoke: tuple[str, dict[str, object], str]) -> None:
+    """The pg section started its own durable server (tests/pg_server.py) and measured (a)-(d) on it.
+
+    Never skipped in CI: a server that cannot start there fails this test, as it fails the PostgreSQL tests.
+    """
+    if os.environ.get("SESSIONSTORE_PG_TESTS") == "off" and os.environ.get("CI") != "true":
+        pytest.skip("SESSIONSTORE_PG_TESTS=off: no PostgreSQL on this machine")
+    table, raw, stdout = smoke
+    pg = raw["pg"]
+    assert isinstance(pg, dict)
+    assert pg["problem"] is None, (pg, stdout[-2000:])
+    assert pg["server"].startswith("PostgreSQL "), pg
+    stores = pg["stores"]
+    # The floor and sessionstore are always there: every workload has a value from every round.
+    for key in ("raw_pg", "sessionstore_pg"):
+        assert stores[key]["problem"] is None, stores[key]
+        for workload in ("a", "b", "c", "d"):
+            cell = stores[key]["cells"][workload]
+            assert cell["problem"] is None and cell["value"] > 0 and cell["rounds"], (key, workload, cell, stdout)
+        # The server's durability as the store's own connection reports it: what makes the rows comparable.
+        settings = pg["settings"][key]
+        assert settings["fsync"] == "on" and settings["synchronous_commit"] == "on", settings
+    # sessionstore's (c) with one process, measured in the same rounds as with several.
+    single = pg["single_process_c"]["c"]
+    assert single["value"] > 0 and set(single["rounds"]) == set(stores["sessionstore_pg"]["cells"]["c"]["rounds"])
+    # The peers: measured, or reported as not installed here.
+    for key in ("openai_pg", "adk_pg"):
+        problem = stores[key]["problem"]
+        assert problem is None or problem.startswith("not installed"), stores[key]
+    section = table[table.index("PostgreSQL (pg): ") :]
+    assert "| sessionstore PostgresStorage vs |" in section
+    assert "| raw asyncpg floor | " in section
+    assert "processes against 1" in section
+    assert "| store | synchronous_commit | fsync | wal_sync_method | read from |" in section
+    assert "Targets (sessionstore PostgresStorage):" in section

@@ -66,6 +66,14 @@ STORES: list[tuple[str, str, str]] = [
     ("langgraph", "peers.langgraph_sqlite", "LangGraph AsyncSqliteSaver"),
 ]
 
+# The pg section's stores, all on one PostgreSQL server; ``open()`` takes a database's URL instead of a path.
+PG_STORES: list[tuple[str, str, str]] = [
+    ("raw_pg", "peers.raw_pg", "raw asyncpg floor"),
+    ("sessionstore_pg", "peers.sessionstore_pg", "sessionstore PostgresStorage"),
+    ("openai_pg", "peers.openai_pg", "OpenAI Agents SQLAlchemySession"),
+    ("adk_pg", "peers.adk_pg", "Google ADK DatabaseSessionService"),
+]
+
 
 class Adapter:
     """A store under test. Sessions are named by a string key; events are native objects."""
@@ -78,6 +86,7 @@ class Adapter:
     bulk_equals_appends = True  # does load() store what one append per event would?
     bulk_load = True  # can load() write a long history in one go (not one append per event)?
     bench_wal = False  # does the bench put the file in WAL mode for this store (it would not on its own)?
+    pg_head = False  # PostgreSQL: does its fresh database start as a copy of one at sessionstore's head?
 
     def convert(self, events: list[Any]) -> list[Any]:
         """Neutral :class:`payloads.Ev` events to this store's native objects (untimed)."""
@@ -123,9 +132,9 @@ class Loaded:
     problem: str | None  # why it cannot run (e.g. "not installed: No module named 'agents'")
 
 
-def load(only: set[str] | None = None) -> list[Loaded]:
+def load(only: set[str] | None = None, stores: list[tuple[str, str, str]] = STORES) -> list[Loaded]:
     out: list[Loaded] = []
-    for key, module, label in STORES:
+    for key, module, label in stores:
         if only is not None and key not in only:
             continue
         try:

@@ -348,3 +348,80 @@ async def test_a_password_in_the_url_is_never_shown(pg_server: PostgresServer, p
                 pass
         shown = f"{caught.value} {caught.value!r} {caught.value.__cause__}"
         assert password not in shown and "***" in str(caught.value), shown
+
+
+async def waiting_for_a_lock(url: str) -> None:
+    """Until a sessionstore connection waits for a row lock (the append under test has taken its snapshot)."""
+    for _ in range(500):
+        found = await rows(
+            url,
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = 'sessionstore' AND wait_event_type = 'Lock'",
+        )
+        if found:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the append never waited for the session's lock")
+
+
+@pytest.mark.parametrize("meanwhile", ["append", "shrink"])
+async def test_an_append_that_waited_for_another_writer_lands_right_after_it(pg_url: str, meanwhile: str) -> None:
+    """The one-statement append's snapshot predates the lock it waits for: after another writer of the session
+    commits (an event appended, or the history cut short as set_history does), it must not land on a taken
+    position nor leave a gap. It appends the long way instead (lock, then position): the engine's pool is used."""
+    stream_id = uuid4()
+    async with PostgresStorage(pg_url) as storage:
+        for text in ("e0", "e1", "e2"):
+            await storage.save_event(UserMessage(text), EventContext.for_stream(stream_id))
+        assert storage._engine is not None and storage._engine.sync_engine.pool.checkedin() == 0  # one statement
+        other = await asyncpg.connect(pg_url.replace("+asyncpg", ""))
+        try:
+            async with other.transaction():
+                await other.execute("SELECT 1 FROM sessions WHERE session_id = $1 FOR UPDATE", stream_id.hex)
+                waiting = asyncio.ensure_future(
+                    storage.save_event(UserMessage("mine"), EventContext.for_stream(stream_id))
+                )
+                await waiting_for_a_lock(pg_url)
+                if meanwhile == "append":
+                    await other.execute(
+                        "INSERT INTO events (session, position, type, payload, created_at)"
+                        ' SELECT e.session, 3, e.type, \'{"content": "theirs"}\', now() FROM events e'
+                        " JOIN sessions s ON s.id = e.session WHERE s.session_id = $1 AND e.position = 0",
+                        stream_id.hex,
+                    )
+                else:
+                    await other.execute(
+                        "DELETE FROM events WHERE position >= 1"
+                        " AND session = (SELECT id FROM sessions WHERE session_id = $1)",
+                        stream_id.hex,
+                    )
+            await waiting
+        finally:
+            await other.close()
+        expected = ["e0", "e1", "e2", "theirs", "mine"] if meanwhile == "append" else ["e0", "mine"]
+        assert [e.content for e in await storage.get_history(stream_id)] == expected  # type: ignore[attr-defined]
+        assert [r[1] for r in await event_rows(pg_url, stream_id)] == list(range(len(expected)))
+        assert storage._engine.sync_engine.pool.checkedin() >= 1  # the long way ran
+
+
+async def test_appends_waiting_for_a_connection_share_one_statement_and_lose_nothing(pg_url: str) -> None:
+    """More writers than connections: the appends that would wait go in batches, one statement and one commit for
+    many sessions. Two storages write the same sessions at once (a batch skips a session whose row the other holds
+    and that append goes the long way): every event lands once, each writer's in its order, positions dense."""
+    sessions = [uuid4() for _ in range(30)]
+    count = 10
+
+    async def writer(storage: PostgresStorage, name: str, stream_id: UUID) -> None:
+        for i in range(count):
+            await storage.save_event(UserMessage(f"{name}:{i}"), EventContext.for_stream(stream_id))
+
+    async with PostgresStorage(pg_url, pool_size=2) as a, PostgresStorage(pg_url, pool_size=2) as b:
+        await asyncio.gather(*(writer(s, name, sid) for sid in sessions for s, name in ((a, "a"), (b, "b"))))
+        for stream_id in sessions:
+            got = [e.content for e in await a.get_history(stream_id)]  # type: ignore[attr-defined]
+            for name in ("a", "b"):
+                assert [c for c in got if c.startswith(f"{name}:")] == [f"{name}:{i}" for i in range(count)]
+            assert [r[1] for r in await event_rows(pg_url, stream_id)] == list(range(2 * count))
+    # Rows committed by one transaction share its xmin: fewer transactions than events.
+    [(events, transactions)] = await rows(pg_url, "SELECT count(*), count(DISTINCT xmin::text) FROM events")
+    assert events == len(sessions) * 2 * count
+    assert transactions < events / 2, (events, transactions)

@@ -1,0 +1,43 @@
+"""sessionstore's PostgresStorage, through its public API only (a database at head, copied from a template)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import uuid5
+
+from sessionstore import EventContext
+from sessionstore.postgres import PostgresStorage
+
+from . import Adapter
+from ._pg import engine_settings
+from .sessionstore_sqlite import NS, to_events
+
+
+class Store(Adapter):
+    key = "sessionstore_pg"
+    durability = "each save_event returns once committed; the session's row locked FOR UPDATE"
+    pg_head = True  # its fresh database is a copy of one migrated to head (what PostgresStorage.open makes)
+
+    def convert(self, events: list[Any]) -> list[Any]:
+        return to_events(events)
+
+    async def open(self, path: Any) -> None:
+        self.storage = PostgresStorage(str(path))
+        await self.storage.open()
+
+    async def close(self) -> None:
+        await self.storage.aclose()
+
+    async def append(self, key: str, event: Any) -> None:
+        await self.storage.save_event(event, EventContext.for_stream(uuid5(NS, key)))
+
+    async def load(self, key: str, events: list[Any]) -> None:
+        await self.storage.set_history(uuid5(NS, key), events)
+
+    async def read(self, key: str) -> list[Any]:
+        return await self.storage.get_history(uuid5(NS, key))
+
+    pragma_source = "a pooled connection of its engine (the one every write uses)"
+
+    async def pragmas(self, key: str) -> dict[str, str]:
+        return await engine_settings(await self.storage._ready())
