@@ -100,10 +100,12 @@ def bootstrap() -> Path:
         print(f"creating {VENV}", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     stamp = VENV / ".bench-installed"
-    wanted = hashlib.sha256(json.dumps(PEERS).encode() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    this = f"{ROOT}[ag2,postgres]"
+    # What is installed, all of it in the stamp: a venv made with other extras or peers is brought up to date.
+    wanted = hashlib.sha256(json.dumps([this, PEERS]).encode() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text() != wanted:
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, "-e", f"{ROOT}[ag2,postgres]"], check=True)
+        subprocess.run([*pip, "-e", this], check=True)
         if subprocess.run([*pip, *PEERS]).returncode != 0:
             # One peer failing to install must not take the others with it: it is reported as not installed.
             for peer in PEERS:
