@@ -191,9 +191,9 @@ def _delete(conn: sqlite3.Connection, sid: str) -> str:
     return sid
 
 
-INDEX_BATCH = 1000
-"""At most this many events are indexed in one transaction (a few tens of ms): a file left far behind by hand
-or by a crash is caught up without holding the write lock long."""
+INDEX_BATCH = 256
+"""At most this many events are indexed in one transaction (about a millisecond): a file left far behind, by a
+crash or a large ``set_history``, is caught up without holding up the writes that come meanwhile."""
 
 
 def index_new_events(conn: sqlite3.Connection, batch: int = INDEX_BATCH) -> bool:

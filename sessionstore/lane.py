@@ -19,8 +19,8 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   project's machine), at the price of the loop waiting for the commit's fsync
   (typically 0.3 ms here).
 * on the writer thread otherwise: the first write (it opens the connection),
-  more writes at once than :data:`LOOP_BATCH`, work submitted with
-  ``on_loop=False`` (indexing new events), a write while another process
+  more writes at once than :data:`LOOP_BATCH`, background work (indexing new
+  events), a write while another process
   holds the write lock (the loop never waits for a lock: it hands the batch
   over at once), every write for :data:`BACKOFF` seconds once the commits on
   the loop have taken more than :data:`LOOP_COMMIT_LIMIT` on average (a slow
@@ -61,6 +61,8 @@ Work = Callable[[sqlite3.Connection], tuple[T, AfterCommit]]
 MAX_BATCH = 256
 """At most this many jobs share one transaction."""
 
+BACKGROUND_WAITS = 8
+"""Background work waits for at most this many transactions of other writes before it is taken."""
 LOOP_BATCH = 8
 """At most this many writes commit together on the event loop's thread; more go to the writer thread (inserting
 them would keep the loop waiting)."""
@@ -82,7 +84,7 @@ class _Job:
 
     work: Work[Any]
     future: asyncio.Future[Any]
-    on_loop: bool = True
+    background: bool = False
     state: int = _PENDING
     outcome: Any = _UNSET
 
@@ -102,6 +104,8 @@ class WriteLane:
         self._conn: sqlite3.Connection | None = None
         self._thread: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="sessionstore-writer")
         self._pending: deque[_Job] = deque()
+        self._background: deque[_Job] = deque()
+        self._background_waited = 0  # transactions of other writes since background work was last taken
         self._lock = threading.Lock()
         # Set while no flush is queued or running, on either thread (event-loop side).
         self._idle = asyncio.Event()
@@ -113,11 +117,13 @@ class WriteLane:
         self._busy_ms = 0
         self._waits = True
 
-    async def submit(self, work: Work[T], *, on_loop: bool = True) -> T:
+    async def submit(self, work: Work[T], *, background: bool = False) -> T:
         """Queue ``work``; return its result once the transaction holding it has committed.
 
-        ``on_loop=False`` keeps it off the event loop's thread (work that takes
-        long whatever the disk: indexing a batch of events).
+        ``background`` work (indexing a batch of events, merging the index) runs
+        on the writer thread, in a transaction of its own, when no other write
+        is waiting: a caller's write never shares a commit with it, and waits
+        for at most the one under way.
 
         The thread answers a whole transaction's callers with one call back
         into the event loop, and the next transaction starts only after they
@@ -127,9 +133,9 @@ class WriteLane:
         if self._thread is None:
             raise StorageError(f"{self._path}: the storage was closed")
         loop = asyncio.get_running_loop()
-        job = _Job(work, loop.create_future(), on_loop)
+        job = _Job(work, loop.create_future(), background)
         with self._lock:
-            self._pending.append(job)
+            (self._background if background else self._pending).append(job)
         if self._idle.is_set():
             self._idle.clear()
             self._schedule(loop)
@@ -161,8 +167,18 @@ class WriteLane:
     def _take(self) -> list[_Job]:
         jobs: list[_Job] = []
         with self._lock:
-            while self._pending and len(jobs) < MAX_BATCH:
-                job = self._pending.popleft()
+            # Background work goes alone, when no other write waits, or after BACKGROUND_WAITS transactions
+            # of others (so a steady stream of writes never holds it off for long).
+            if self._background and (not self._pending or self._background_waited >= BACKGROUND_WAITS):
+                queue = self._background
+                self._background_waited = 0
+                limit = 1
+            else:
+                queue = self._pending
+                self._background_waited += bool(self._background)
+                limit = MAX_BATCH
+            while queue and len(jobs) < limit:
+                job = queue.popleft()
                 if job.state == _PENDING:
                     job.state = _TAKEN
                     jobs.append(job)
@@ -173,7 +189,7 @@ class WriteLane:
     def _flush_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit the queued jobs here if the lock is free at once; else, or on any error, hand them over."""
         jobs = self._take()
-        if len(jobs) > LOOP_BATCH or not all(job.on_loop for job in jobs):
+        if len(jobs) > LOOP_BATCH or any(job.background for job in jobs):
             assert self._thread is not None
             self._thread.submit(self._flush, loop, jobs)
             return
@@ -278,7 +294,7 @@ class WriteLane:
 
     def _next_flush(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
-            more = bool(self._pending)
+            more = bool(self._pending or self._background)
         if more and self._thread is not None:
             self._schedule(loop)
         else:

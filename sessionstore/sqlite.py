@@ -298,8 +298,8 @@ class SQLiteStorage:
 
     # -- running work --------------------------------------------------------------------
 
-    async def _submit(self, work: Work[T], *, on_loop: bool = True) -> T:
-        return await (await self._ready()).submit(work, on_loop=on_loop)
+    async def _submit(self, work: Work[T], *, background: bool = False) -> T:
+        return await (await self._ready()).submit(work, background=background)
 
     async def _read(self, read: Callable[..., T], *args: Any) -> T:
         """Run ``read(connection, *args)`` on a reader thread."""
@@ -349,8 +349,8 @@ class SQLiteStorage:
 
         before, self._indexed_events = self._indexed_events, self._written_events
         try:
-            # A batch per transaction, on the writer thread (tens of ms for a large one): writes go between.
-            while await self._submit(work, on_loop=False):
+            # A batch per transaction, in the background: the storage's other writes go first.
+            while await self._submit(work, background=True):
                 pass
         except StorageError:
             # The events are committed whatever happens here, and search reads those not indexed: a later
@@ -557,7 +557,7 @@ class SQLiteStorage:
             conn.execute(queries.MERGE_INDEX)
             return conn.total_changes - before > 1, None
 
-        while await self._submit(merge, on_loop=False):
+        while await self._submit(merge, background=True):
             pass
         await asyncio.to_thread(truncate_wal, self.path, self.busy_timeout)
 
