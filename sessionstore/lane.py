@@ -13,11 +13,12 @@ only after its own commit.
 Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measures both):
 
 * on the event loop's own thread, when the lane is idle and its commits there
-  have been quick: the writes queued in the same loop iteration (at most
-  :data:`LOOP_BATCH`) share one transaction, started by ``loop.call_soon``. No
-  hop to another thread and back (~160 us of a ~400 us append on this
-  project's machine), at the price of the loop waiting for the commit's fsync
-  (typically 0.3 ms here).
+  have been quick: the first write of a loop iteration commits at once, inside
+  the call; the writes that follow in the same iteration (at most
+  :data:`LOOP_BATCH`) share the next transaction, started by
+  ``loop.call_soon``. No hop to another thread and back (~160 us of a ~400 us
+  append on this project's machine), at the price of the loop waiting for the
+  commit's fsync (typically 0.1-0.3 ms here).
 * on the writer thread otherwise: the first write (it opens the connection),
   more writes at once than :data:`LOOP_BATCH`, background work (indexing new
   events), a write while another process
@@ -114,6 +115,7 @@ class WriteLane:
         # was opened with, and whether it is in force (on the loop's thread a lock is never waited for).
         self._thread_until = 0.0
         self._loop_commit_seconds = 0.0  # the moving average of the commits on the loop's thread
+        self._iteration_has_committed = False  # a write committed at once in this loop iteration
         self._busy_ms = 0
         self._waits = True
 
@@ -133,6 +135,13 @@ class WriteLane:
         if self._thread is None:
             raise StorageError(f"{self._path}: the storage was closed")
         loop = asyncio.get_running_loop()
+        if not background and self._idle.is_set() and self._may_commit_here(loop):
+            outcome = self._commit_now(work)
+            if outcome is not None:
+                await asyncio.sleep(0)  # the other tasks run between two writes, as when the commit is queued
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                return cast(T, outcome[0])
         job = _Job(work, loop.create_future(), background)
         with self._lock:
             (self._background if background else self._pending).append(job)
@@ -155,6 +164,39 @@ class WriteLane:
             # Queued behind every flush already submitted: those writes finish first.
             await asyncio.get_running_loop().run_in_executor(thread, self._close_connection)
             thread.shutdown(wait=False)
+
+    def _may_commit_here(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether a write may commit at once, here: the first of this loop iteration (those that follow in it
+        are queued, to share the next transaction), with the connection open and the loop's commits quick."""
+        if self._iteration_has_committed or self._conn is None or time.monotonic() < self._thread_until:
+            return False
+        self._iteration_has_committed = True
+        loop.call_soon(self._next_iteration)
+        return True
+
+    def _next_iteration(self) -> None:
+        self._iteration_has_committed = False
+
+    def _commit_now(self, work: Work[Any]) -> tuple[Any] | BaseException | None:
+        """Commit ``work`` alone, now, on the loop's thread: ``(result,)``, or the error a bad write raised, or
+        None when it did not commit (another process holds the lock...): it is then queued as any other."""
+        job = _Job(work, cast(asyncio.Future[Any], None))
+        started = time.perf_counter()
+        outcomes = self._commit_here([job])
+        if not isinstance(outcomes, list):
+            if isinstance(outcomes, DatabaseBusyError):
+                self._thread_until = time.monotonic() + BACKOFF
+            return None
+        self._timed(time.perf_counter() - started)
+        self._report([job], outcomes)
+        return job.outcome if isinstance(job.outcome, BaseException) else (job.outcome,)
+
+    def _timed(self, took: float) -> None:
+        """Keep the moving average of the commits on the loop's thread; past the limit, they go to the writer's."""
+        self._loop_commit_seconds += _SMOOTHING * (took - self._loop_commit_seconds)
+        if self._loop_commit_seconds > LOOP_COMMIT_LIMIT:
+            self._thread_until = time.monotonic() + BACKOFF
+            self._loop_commit_seconds = 0.0  # after the back-off, judged afresh
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the next flush: on the loop's thread when it may (see the module's docstring), else the writer's."""
@@ -203,11 +245,7 @@ class WriteLane:
             # the jobs at fault.
             self._thread.submit(self._flush, loop, jobs)
             return
-        took = time.perf_counter() - started
-        self._loop_commit_seconds += _SMOOTHING * (took - self._loop_commit_seconds)
-        if self._loop_commit_seconds > LOOP_COMMIT_LIMIT:
-            self._thread_until = time.monotonic() + BACKOFF
-            self._loop_commit_seconds = 0.0  # after the back-off, judged afresh
+        self._timed(time.perf_counter() - started)
         try:
             self._report(jobs, outcomes)
         finally:

@@ -48,9 +48,9 @@ async def test_an_idle_lane_commits_on_the_loops_thread_and_batches_what_one_ite
         await storage.save_event(UserMessage("first: opens the connection"), stream)
         for n in range(5):
             await storage.save_event(UserMessage(f"one at a time {n}"), stream)
-        # Writes queued in one loop iteration share one transaction: on the loop's thread up to LOOP_BATCH of
-        # them, on the writer thread beyond.
-        for count in (lane.LOOP_BATCH, lane.LOOP_BATCH + 1):
+        # Writes made in one loop iteration: the first commits at once, the others share the next transaction,
+        # on the loop's thread up to LOOP_BATCH of them, on the writer thread beyond.
+        for count in (lane.LOOP_BATCH + 1, lane.LOOP_BATCH + 2):
             writes = [
                 storage.save_event(UserMessage(f"at once {n}"), EventContext.for_stream(uuid4())) for n in range(count)
             ]
@@ -59,9 +59,10 @@ async def test_an_idle_lane_commits_on_the_loops_thread_and_batches_what_one_ite
     loop_thread = threading.current_thread().name
     assert committers[0].startswith("sessionstore-writer")
     assert committers[1:6] == [loop_thread] * 5
-    assert committers[6] == loop_thread and committers[7].startswith("sessionstore-writer")
+    assert committers[6:8] == [loop_thread] * 2  # 1 at once, then LOOP_BATCH together
+    assert committers[8] == loop_thread and committers[9].startswith("sessionstore-writer")  # 1, then LOOP_BATCH + 1
     # Closing brings the full-text index up to date, on the writer thread (never the loop's: a batch can be long).
-    assert len(committers) == 9 and committers[8].startswith("sessionstore-writer")
+    assert len(committers) == 11 and committers[10].startswith("sessionstore-writer")
 
 
 async def test_the_loop_never_waits_for_another_process_lock(tmp_path: Path, committers: list[str]) -> None:
