@@ -371,7 +371,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     behind = "ok" if report.revision == report.head else f"expected {report.head}: run `{PROG} db upgrade`"
     print(f"revision      {report.revision} ({behind})")
     print(f"views         {'ok' if not report.schema_objects else '; '.join(report.schema_objects)}")
-    trailing = f" ({report.unindexed} newest events to index; search reads them directly)" if report.unindexed else ""
+    events = f"{report.unindexed} newest event{'s' * (report.unindexed != 1)}"
+    trailing = f" ({events} to index; search reads them directly)" if report.unindexed else ""
     print(f"search index  {'ok' + trailing if not report.search_index else '; '.join(report.search_index)}")
     if report.ok:
         print("ok")

@@ -190,7 +190,7 @@ def prepare(
     (:func:`sessionstore.migrate.prepare_database`), which builds, upgrades or
     refuses it.
     """
-    create_file(path)
+    created = create_file(path)
     if not allow_shared_file:
         check_private(path)
     conn = connect(path, busy_timeout=busy_timeout, create=True)
@@ -205,7 +205,13 @@ def prepare(
         conn.close()
     from . import migrate
 
-    migrate.prepare_database(path, auto_upgrade=auto_upgrade, busy_timeout=busy_timeout)
+    try:
+        migrate.prepare_database(path, auto_upgrade=auto_upgrade, busy_timeout=busy_timeout)
+    except BaseException:
+        if created and path.stat().st_size == 0:  # a failed first build leaves nothing behind
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise
 
 
 def truncate_wal(path: Path, busy_timeout: float = BUSY_TIMEOUT, attempts: int = 20) -> bool:
@@ -228,8 +234,8 @@ def truncate_wal(path: Path, busy_timeout: float = BUSY_TIMEOUT, attempts: int =
         conn.close()
 
 
-def create_file(path: Path) -> None:
-    """Create ``path`` empty at mode 0600 (and missing folders at 0700) if it does not exist.
+def create_file(path: Path) -> bool:
+    """Create ``path`` empty at mode 0600 (and missing folders at 0700) if it does not exist; whether it did.
 
     SQLite would give a new file the umask's mode; it gives the ``-wal`` and
     ``-shm`` files the mode of the database, so they are private too.
@@ -237,7 +243,7 @@ def create_file(path: Path) -> None:
     if path.exists():
         if path.is_dir():
             raise StorageError(f"{path} is a folder, not a database file")
-        return
+        return False
     try:
         _make_private_folders(path.parent)
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, stat.S_IRUSR | stat.S_IWUSR))
@@ -245,6 +251,7 @@ def create_file(path: Path) -> None:
         raise DatabaseReadOnlyError(
             f"{path} cannot be created here ({exc.strerror}); check the permissions of its folder"
         ) from exc
+    return True
 
 
 def _make_private_folders(folder: Path) -> None:

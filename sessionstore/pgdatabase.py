@@ -83,8 +83,13 @@ def is_url(db: object) -> bool:
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password (and nothing else) hidden: what every message about the database shows."""
-    return re.sub(r"^([a-z0-9+]+://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
+    """``url`` with its password (and nothing else) hidden: what every message about the database shows.
+
+    A password is hidden where the URL can carry one: before the host (``user:secret@``) and as a query
+    parameter (``?password=secret``, which asyncpg and libpq accept too).
+    """
+    url = re.sub(r"^([a-z0-9+]+://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
 def _async_url(url: str) -> Any:

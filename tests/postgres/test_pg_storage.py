@@ -350,6 +350,21 @@ async def test_a_password_in_the_url_is_never_shown(pg_server: PostgresServer, p
         assert password not in shown and "***" in str(caught.value), shown
 
 
+async def test_a_password_given_as_a_query_parameter_is_never_shown(pg_server: PostgresServer, pg_url: str) -> None:
+    """libpq's and asyncpg's other place for it: ``?password=``. The right one connects; neither is ever shown."""
+    password = pg_server.password
+    as_parameter = pg_url.replace(f":{password}@", "@") + f"?password={password}"
+    async with PostgresStorage(as_parameter) as storage:
+        assert password not in repr(storage) and "password=***" in repr(storage)
+        await storage.save_event(UserMessage("in"), EventContext.for_stream(uuid4()))
+    wrong = as_parameter.replace(f"password={password}", f"password=not-the-{password}")
+    with pytest.raises(StorageError) as caught:
+        async with PostgresStorage(wrong):
+            pass
+    shown = f"{caught.value} {caught.value!r} {caught.value.__cause__}"
+    assert password not in shown and "password=***" in str(caught.value), shown
+
+
 async def waiting_for_a_lock(url: str) -> None:
     """Until a sessionstore connection waits for a row lock (the append under test has taken its snapshot)."""
     for _ in range(500):
