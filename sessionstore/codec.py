@@ -52,6 +52,7 @@ __all__ = [
     "JsonCodec",
     "call_text",
     "decode_all",
+    "describe_row",
     "legacy_description",
     "payload_text",
 ]
@@ -327,6 +328,27 @@ class JsonCodec:
         if isinstance(event, ToolResult):
             return _content("tool", event.content)
         return Description(None, None)
+
+
+def describe_row(codec: Codec, event: Any) -> dict[str, str | None]:
+    """The event's role, text and text_path columns, from the codec's description.
+
+    The text is stored only where no path says where it is in the payload; text
+    that UTF-8 cannot hold (lone surrogates) is stored with replacement
+    characters: it is for reading and searching, the payload keeps it exactly.
+    """
+    role, text, *rest = codec.describe(event)
+    path = rest[0] if rest else None
+    if path is not None:
+        if not is_text_path(path):
+            raise EventEncodeError(
+                f"{type(codec).__name__}.describe gave the text path {path!r} for a {type(event).__name__}:"
+                " not a JSON path such as $.content"
+            )
+        return {"role": role, "text": None, "text_path": path}
+    if text is not None and not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return {"role": role, "text": text, "text_path": None}
 
 
 def decode_all(codec: Codec, rows: Iterable[tuple[str, str]]) -> list[Any]:

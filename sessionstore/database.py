@@ -22,10 +22,11 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
+from . import queries
 from .errors import (
     DatabaseNotFoundError,
     DatabaseReadOnlyError,
@@ -45,6 +46,7 @@ __all__ = [
     "create_file",
     "ensure_wal",
     "prepare",
+    "judge_revision",
     "read_revision",
     "transaction",
     "truncate_wal",
@@ -143,14 +145,23 @@ def read_revision(conn: sqlite3.Connection, path: object = "the database") -> tu
     A file recording several revisions (a branched history this code never
     writes) is refused as too new.
     """
-    names = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return judge_revision(tables, lambda: conn.execute(queries.REVISION).fetchall(), path)
+
+
+def judge_revision(
+    tables: Iterable[str], versions: Callable[[], Sequence[Sequence[object]]], where: object
+) -> tuple[str | None, bool]:
+    """:func:`read_revision`'s rule, for either database: ``tables`` are the database's table names,
+    ``versions()`` reads the rows of ``alembic_version`` (asked only when it exists)."""
+    names = set(tables)
     populated = bool(names - {"alembic_version", "sqlite_sequence"})
     if "alembic_version" not in names:
         return None, populated
-    rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    rows = versions()
     if len(rows) > 1:
         heads = ", ".join(sorted(str(row[0]) for row in rows))
-        raise SchemaTooNewError(f"{path} records several schema revisions ({heads}); it is refused and left untouched")
+        raise SchemaTooNewError(f"{where} records several schema revisions ({heads}); it is refused and left untouched")
     return (str(rows[0][0]) if rows else None), populated
 
 

@@ -21,11 +21,11 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   commit's fsync (typically 0.1-0.3 ms here).
 * on the writer thread otherwise: the first write (it opens the connection),
   more writes at once than :data:`LOOP_BATCH`, background work (indexing new
-  events), a write while another process
-  holds the write lock (the loop never waits for a lock: it hands the batch
-  over at once), every write for :data:`BACKOFF` seconds once the commits on
-  the loop have taken more than :data:`LOOP_COMMIT_LIMIT` on average (a slow
-  disk, a busy machine), and the writes queued while a commit runs there.
+  events), a write while another process holds the write lock (the loop never
+  waits for a lock: it hands the batch over at once), every write for
+  :data:`BACKOFF` seconds once the commits on the loop have taken more than
+  :data:`LOOP_COMMIT_LIMIT` on average (a slow disk, a busy machine), and the
+  writes queued while a commit runs there.
 
 A write is whole or absent: a caller cancelled before its write starts has
 written nothing; once it has started, the transaction commits or rolls back
@@ -54,10 +54,10 @@ __all__ = ["AfterCommit", "WriteLane", "Work"]
 T = TypeVar("T")
 
 AfterCommit = Callable[[], None] | None
-"""Run on the writer thread right after the transaction holding the work commits, in commit order."""
+"""Run right after the transaction holding the work commits, in commit order, on the thread that committed it."""
 
 Work = Callable[[sqlite3.Connection], tuple[T, AfterCommit]]
-"""One job's share of a transaction: run on the writer thread with its connection."""
+"""One job's share of a transaction, run with the lane's connection (on the loop's thread or the writer's)."""
 
 MAX_BATCH = 256
 """At most this many jobs share one transaction."""
@@ -136,12 +136,10 @@ class WriteLane:
             raise StorageError(f"{self._path}: the storage was closed")
         loop = asyncio.get_running_loop()
         if not background and self._idle.is_set() and self._may_commit_here(loop):
-            outcome = self._commit_now(work)
-            if outcome is not None:
+            done = self._commit_now(work)
+            if done is not None:
                 await asyncio.sleep(0)  # the other tasks run between two writes, as when the commit is queued
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                return cast(T, outcome[0])
+                return cast(T, done[0])
         job = _Job(work, loop.create_future(), background)
         with self._lock:
             (self._background if background else self._pending).append(job)
@@ -177,26 +175,15 @@ class WriteLane:
     def _next_iteration(self) -> None:
         self._iteration_has_committed = False
 
-    def _commit_now(self, work: Work[Any]) -> tuple[Any] | BaseException | None:
-        """Commit ``work`` alone, now, on the loop's thread: ``(result,)``, or the error a bad write raised, or
-        None when it did not commit (another process holds the lock...): it is then queued as any other."""
+    def _commit_now(self, work: Work[Any]) -> tuple[Any] | None:
+        """Commit ``work`` alone, now, on the loop's thread: ``(result,)``; or None when it did not commit (a bad
+        write, another process holding the lock): it is then queued as any other, and fails or waits there."""
         job = _Job(work, cast(asyncio.Future[Any], None))
-        started = time.perf_counter()
         outcomes = self._commit_here([job])
-        if not isinstance(outcomes, list):
-            if isinstance(outcomes, DatabaseBusyError):
-                self._thread_until = time.monotonic() + BACKOFF
+        if outcomes is None:
             return None
-        self._timed(time.perf_counter() - started)
         self._report([job], outcomes)
-        return job.outcome if isinstance(job.outcome, BaseException) else (job.outcome,)
-
-    def _timed(self, took: float) -> None:
-        """Keep the moving average of the commits on the loop's thread; past the limit, they go to the writer's."""
-        self._loop_commit_seconds += _SMOOTHING * (took - self._loop_commit_seconds)
-        if self._loop_commit_seconds > LOOP_COMMIT_LIMIT:
-            self._thread_until = time.monotonic() + BACKOFF
-            self._loop_commit_seconds = 0.0  # after the back-off, judged afresh
+        return (job.outcome,)
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the next flush: on the loop's thread when it may (see the module's docstring), else the writer's."""
@@ -235,31 +222,38 @@ class WriteLane:
             assert self._thread is not None
             self._thread.submit(self._flush, loop, jobs)
             return
-        started = time.perf_counter()
         outcomes = self._commit_here(jobs) if jobs else []
-        if not isinstance(outcomes, list):
-            if isinstance(outcomes, DatabaseBusyError):
-                self._thread_until = time.monotonic() + BACKOFF
+        if outcomes is None:
             assert self._thread is not None
             # Nothing was written: the writer thread runs them again, waits for the lock, and fails only
             # the jobs at fault.
             self._thread.submit(self._flush, loop, jobs)
             return
-        self._timed(time.perf_counter() - started)
         try:
             self._report(jobs, outcomes)
         finally:
             self._delivered(jobs, loop)
 
-    def _commit_here(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit]] | Exception:
-        """The jobs in one transaction, without waiting for the lock; or what stopped it (rolled back whole)."""
+    def _commit_here(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit]] | None:
+        """The jobs in one transaction on the loop's thread, never waiting for the lock; None if anything stopped
+        it (rolled back whole). Timed: when these commits get slow, or the lock is taken, the next ones go to the
+        writer thread for :data:`BACKOFF` seconds."""
         assert self._conn is not None
         self._wait_for_lock(False)
+        started = time.perf_counter()
         try:
             with transaction(self._conn, self._path) as conn:
-                return [job.work(conn) for job in jobs]
-        except Exception as exc:
-            return exc
+                outcomes = [job.work(conn) for job in jobs]
+        except DatabaseBusyError:
+            self._thread_until = time.monotonic() + BACKOFF
+            return None
+        except Exception:
+            return None
+        self._loop_commit_seconds += _SMOOTHING * (time.perf_counter() - started - self._loop_commit_seconds)
+        if self._loop_commit_seconds > LOOP_COMMIT_LIMIT:
+            self._thread_until = time.monotonic() + BACKOFF
+            self._loop_commit_seconds = 0.0  # after the back-off, judged afresh
+        return outcomes
 
     # -- on the writer thread -------------------------------------------------------------------
 

@@ -28,7 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .database import HEAD
+from . import queries
+from .database import HEAD, judge_revision
 from .errors import (
     DatabaseBusyError,
     DatabaseFullError,
@@ -38,7 +39,6 @@ from .errors import (
     EventEncodeError,
     MigrationError,
     SchemaOutOfDateError,
-    SchemaTooNewError,
     StorageError,
 )
 
@@ -291,20 +291,10 @@ def migrate(
 
 def read_revision(conn: Connection) -> tuple[str | None, bool]:
     """``(revision, has_other_tables)`` of the database's current schema, as for a SQLite file."""
-    names = {
-        str(row[0])
-        for row in conn.exec_driver_sql(
-            "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"
-        )
-    }
-    populated = bool(names - {"alembic_version"})
-    if "alembic_version" not in names:
-        return None, populated
-    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
-    if len(rows) > 1:
-        heads = ", ".join(sorted(str(row[0]) for row in rows))
-        raise SchemaTooNewError(f"the database records several schema revisions ({heads}); it is left untouched")
-    return (str(rows[0][0]) if rows else None), populated
+    tables = conn.exec_driver_sql("SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()")
+    return judge_revision(
+        [str(row[0]) for row in tables], lambda: conn.exec_driver_sql(queries.REVISION).all(), "the database"
+    )
 
 
 # -- the same statements as on SQLite, through one small adapter ---------------------------------------

@@ -28,9 +28,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
-from uuid import UUID
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import text
@@ -38,12 +37,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import pgdatabase, queries
-from .codec import Codec, JsonCodec
+from .codec import Codec, JsonCodec, describe_row
 from .database import BUSY_TIMEOUT
-from .errors import InvalidSessionIdError, StorageError
+from .errors import StorageError
 from .records import record_of
-from .sqlite import _described  # the event's role, text and text_path columns, as SQLiteStorage stores them
 from .storage import (
+    UPDATED_AT_SLACK,
     ContextLike,
     SessionPage,
     SessionRecord,
@@ -52,6 +51,7 @@ from .storage import (
     decode_cursor,
     page_of,
     record_row,
+    session_id_of,
     storable_text,
 )
 
@@ -59,8 +59,6 @@ __all__ = ["PostgresStorage"]
 
 T = TypeVar("T")
 
-# updated_at is kept to within this much of the latest write (as SQLiteStorage keeps it).
-_UPDATED_AT_SLACK = timedelta(seconds=1)
 
 # -- the statements that differ from queries' ---------------------------------------------------------
 
@@ -171,7 +169,7 @@ class _Appenders:
             conn = await self.acquire()  # free: no wait
             try:
                 now = _now()
-                return await conn.fetchval(APPEND_ONE, sid, now, now - _UPDATED_AT_SLACK, *values) is not None
+                return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values) is not None
             finally:
                 self.release(conn)
         batch = self._pending[-1] if self._pending else None
@@ -198,7 +196,7 @@ class _Appenders:
             now = _now()
             columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
             found = {
-                row[0] for row in await conn.fetch(APPEND_MANY, list(batch), now, now - _UPDATED_AT_SLACK, *columns)
+                row[0] for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns)
             }
         except asyncpg.PostgresError:
             found = set()  # refused whole (nothing committed): each appends the long way
@@ -235,12 +233,6 @@ class _Appenders:
                     await conn.close(timeout=5)
                 except _DB_ERRORS:
                     conn.terminate()
-
-
-def _hex_id(stream_id: object) -> str:
-    if isinstance(stream_id, UUID):
-        return stream_id.hex
-    raise InvalidSessionIdError(f"a stream id must be a uuid.UUID, got {type(stream_id).__name__}: {stream_id!r}")
 
 
 def _naive(value: datetime) -> datetime:
@@ -432,7 +424,7 @@ class PostgresStorage:
             if made is not None:
                 return int(made)
             row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).one()  # another writer made it
-        if row[2] < now - _UPDATED_AT_SLACK:
+        if row[2] < now - UPDATED_AT_SLACK:
             await conn.execute(text(queries.STAMP_SESSION), {"now": now, "id": row[0]})
         return int(row[0])
 
@@ -440,10 +432,10 @@ class PostgresStorage:
 
     async def save_event(self, event: Any, context: ContextLike) -> None:
         """Append one event; returns once it is committed."""
-        sid = _hex_id(context.stream.id)
+        sid = session_id_of(context.stream.id)
         # Encoded now, on the caller's side: a bad event fails before any write.
         type_name, payload = self.codec.encode(event)
-        row = {"type": type_name, "payload": payload, **_described(self.codec, event)}
+        row = {"type": type_name, "payload": payload, **describe_row(self.codec, event)}
 
         async def append(engine: AsyncEngine) -> None:
             appenders = self._appenders
@@ -468,7 +460,7 @@ class PostgresStorage:
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""
-        sid = _hex_id(stream_id)
+        sid = session_id_of(stream_id)
 
         async def read(conn: AsyncConnection) -> list[tuple[str, str]]:
             rows = (await conn.execute(text(queries.HISTORY), {"sid": sid})).all()
@@ -479,12 +471,12 @@ class PostgresStorage:
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
-        sid = _hex_id(stream_id)
+        sid = session_id_of(stream_id)
         new = list(events)
         codec = self.codec
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
         encoded = [codec.encode(event) for event in new]
-        described = [_described(codec, event) for event in new]
+        described = [describe_row(codec, event) for event in new]
 
         async def work(conn: AsyncConnection) -> None:
             now = _now()
@@ -508,7 +500,7 @@ class PostgresStorage:
 
     async def drop_history(self, stream_id: StreamId) -> None:
         """Delete the session and all its events."""
-        sid = _hex_id(stream_id)
+        sid = session_id_of(stream_id)
 
         async def work(conn: AsyncConnection) -> None:
             await conn.execute(text(queries.DELETE_SESSION), {"sid": sid})
@@ -526,7 +518,7 @@ class PostgresStorage:
         await self._write(work)
 
     async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
-        sid = _hex_id(stream_id)
+        sid = session_id_of(stream_id)
 
         async def read(conn: AsyncConnection) -> SessionRecord | None:
             rows = (await conn.execute(text(queries.OVERVIEW + " WHERE session_id = :sid"), {"sid": sid})).all()
@@ -539,7 +531,7 @@ class PostgresStorage:
         return await self._read(read)
 
     async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
-        params = {"sid": _hex_id(stream_id), "now": _now(), "released": released}
+        params = {"sid": session_id_of(stream_id), "now": _now(), "released": released}
 
         async def work(conn: AsyncConnection) -> None:
             await conn.execute(text(queries.TOUCH_SESSION), params)
@@ -547,7 +539,7 @@ class PostgresStorage:
         await self._write(work)
 
     async def set_title(self, stream_id: StreamId, title: str | None) -> None:
-        params = {"sid": _hex_id(stream_id), "title": None if title is None else storable_text(title, "title")}
+        params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
 
         async def work(conn: AsyncConnection) -> None:
             await conn.execute(text(queries.SET_TITLE), params)

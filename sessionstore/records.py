@@ -533,28 +533,23 @@ def _new_events_index(conn: sqlite3.Connection) -> Iterator[str | None]:
     The temp schema is the connection's own, in memory: the database file is
     not written (``query_only`` is lifted only while the scratch table exists).
     """
+    new: list[tuple[int, str]] = []
     conn.execute("BEGIN")
     try:
         new = conn.execute(queries.SEARCH_NEW_EVENTS).fetchall()
-        if not new:
-            yield None
-            return
-        sql = str(conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_fts'").fetchone()[0])
-        options = _CONTENT_OPTION.sub(" ", sql[sql.index("(") + 1 : sql.rindex(")")]).strip()
-        conn.execute("PRAGMA query_only = OFF")
-        try:
+        if new:
+            sql = str(conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_fts'").fetchone()[0])
+            options = _CONTENT_OPTION.sub(" ", sql[sql.index("(") + 1 : sql.rindex(")")]).strip()
+            conn.execute("PRAGMA query_only = OFF")
             conn.execute(f"CREATE VIRTUAL TABLE temp.{_NEW_EVENTS} USING fts5({options})")
-            try:
-                conn.executemany(f"INSERT INTO temp.{_NEW_EVENTS} (rowid, text) VALUES (?, ?)", new)
-                yield _NEW_EVENTS
-            finally:
-                conn.execute("COMMIT")
-                conn.execute(f"DROP TABLE temp.{_NEW_EVENTS}")
-        finally:
-            conn.execute("PRAGMA query_only = ON")
+            conn.executemany(f"INSERT INTO temp.{_NEW_EVENTS} (rowid, text) VALUES (?, ?)", new)
+        yield _NEW_EVENTS if new else None
     finally:
         if conn.in_transaction:
-            conn.execute("COMMIT")
+            conn.execute("COMMIT")  # a read, and the scratch table's rows: nothing to keep
+        if new:
+            conn.execute(f"DROP TABLE IF EXISTS temp.{_NEW_EVENTS}")
+            conn.execute("PRAGMA query_only = ON")
 
 
 # -- search on PostgreSQL: FTS5's answers from PostgreSQL's index -------------------------------------------

@@ -29,23 +29,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from uuid import UUID
 
 from . import queries, records
-from .codec import Codec, JsonCodec, decode_all, is_text_path
+from .codec import Codec, JsonCodec, decode_all, describe_row
 from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, truncate_wal
-from .errors import EventEncodeError, InvalidSessionIdError, StorageError, from_sqlite
+from .errors import StorageError, from_sqlite
 from .lane import Work, WriteLane
 from .storage import (
+    UPDATED_AT_SLACK,
     ContextLike,
     SessionPage,
     SessionRecord,
     StreamId,
     check_limit,
     record_row,
+    session_id_of,
     storable_text,
     utc_text,
 )
@@ -59,14 +60,10 @@ CACHE_BYTES = 32 * 1024 * 1024
 wrote last, kept so a read or a ``set_history`` of an unchanged history costs no decoding. Decoded events take a
 few times their text in memory."""
 INDEX_EVERY = 256
-"""A storage brings the full-text index up to date (in a transaction of its own) once it has written this many
-events since it last did, ``INDEX_IDLE`` seconds after its last write, and when it closes: appends commit without
+"""A storage brings the full-text index up to date (in transactions of their own) once it has written this many
+events since it last did, within ``INDEX_IDLE`` seconds of its writes, and when it closes: appends commit without
 indexing (revision 0005), and search reads the few events not yet indexed directly."""
 INDEX_IDLE = 1.0
-
-# updated_at is kept to within this much of the latest write: restamping it (and
-# its two indexes) on every event of a burst would double what each commit writes.
-_UPDATED_AT_SLACK = timedelta(seconds=1)
 
 
 @dataclass(slots=True)
@@ -84,33 +81,6 @@ class _Cached:
     items: list[Any]
     size: int
     """The bytes of stored text the items stand for (what the cache's bound counts)."""
-
-
-def _hex_id(stream_id: object) -> str:
-    if isinstance(stream_id, UUID):
-        return stream_id.hex
-    raise InvalidSessionIdError(f"a stream id must be a uuid.UUID, got {type(stream_id).__name__}: {stream_id!r}")
-
-
-def _described(codec: Codec, event: Any) -> dict[str, str | None]:
-    """The event's role, text and text_path columns, from the codec's description.
-
-    The text is stored only where no path says where it is in the payload; text
-    that UTF-8 cannot hold (lone surrogates) is stored with replacement
-    characters: it is for reading and searching, the payload keeps it exactly.
-    """
-    role, text, *rest = codec.describe(event)
-    path = rest[0] if rest else None
-    if path is not None and not is_text_path(path):
-        raise EventEncodeError(
-            f"{type(codec).__name__}.describe gave the text path {path!r} for a {type(event).__name__}:"
-            " not a JSON path such as $.content"
-        )
-    if path is not None:
-        return {"role": role, "text": None, "text_path": path}
-    if text is not None and not text.isascii():
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return {"role": role, "text": text, "text_path": None}
 
 
 class SQLiteStorage:
@@ -174,7 +144,7 @@ class SQLiteStorage:
         self._guard: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
-        # Read by the event loop and the readers, updated by the writer thread after each commit.
+        # Read by the event loop and the readers, updated after each commit by the thread that committed it.
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
         # Events written (counted by the write jobs, in commit order), the count when the index was last brought
@@ -223,8 +193,7 @@ class SQLiteStorage:
                 self._lane = WriteLane(self.path, self._connection, self._cache_lock)
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.path}")
                 if trailing:  # left behind by a writer that stopped without closing
-                    self._written_events += INDEX_EVERY
-                    self._written()
+                    self._start_indexing()
             return self._lane
 
     def _prepare(self) -> bool:
@@ -237,7 +206,7 @@ class SQLiteStorage:
         )
         reader = self._reader()
         self._idle_readers.put(reader)
-        return bool(reader.execute(queries.UNINDEXED_EVENTS).fetchone()[0])
+        return reader.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0] is not None
 
     def _connection(self) -> sqlite3.Connection:
         return connect(
@@ -274,14 +243,12 @@ class SQLiteStorage:
 
     async def _dispose(self) -> None:
         lane, readers = self._lane, self._readers
-        if self._index_timer is not None:
-            self._index_timer.cancel()
-            self._index_timer = None
         if lane is not None:
             if self._indexing is not None:
                 await asyncio.wait([self._indexing])
             if self._written_events != self._indexed_events:
-                self._indexing = asyncio.get_running_loop().create_task(self._index())
+                self._start_indexing()
+            if self._indexing is not None:
                 await asyncio.wait([self._indexing])
             await lane.close()  # queued writes commit and their callers hear back first
         self._lane = None
@@ -328,17 +295,16 @@ class SQLiteStorage:
         if loop is None or self._indexing is not None or not unindexed:
             return
         if unindexed >= INDEX_EVERY:
-            if self._index_timer is not None:
-                self._index_timer.cancel()
-                self._index_timer = None
-            self._indexing = loop.create_task(self._index())
+            self._start_indexing()
         elif self._index_timer is None:
-            self._index_timer = loop.call_later(INDEX_IDLE, self._index_soon)
+            self._index_timer = loop.call_later(INDEX_IDLE, self._start_indexing)
 
-    def _index_soon(self) -> None:
-        self._index_timer = None
-        unindexed = self._written_events != self._indexed_events
-        if self._indexing is None and unindexed and self._lane is not None and self._loop is not None:
+    def _start_indexing(self) -> None:
+        """Bring the index up to date now, in the background (unless that is under way already)."""
+        if self._index_timer is not None:
+            self._index_timer.cancel()
+            self._index_timer = None
+        if self._indexing is None and self._lane is not None and self._loop is not None:
             self._indexing = self._loop.create_task(self._index())
 
     async def _index(self) -> None:
@@ -372,7 +338,7 @@ class SQLiteStorage:
         row = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
         if row is None:
             return int(conn.execute(queries.NEW_SESSION, {"sid": sid, "now": stamp}).fetchone()[0]), 0
-        if row[2] < utc_text(now - _UPDATED_AT_SLACK):
+        if row[2] < utc_text(now - UPDATED_AT_SLACK):
             conn.execute(queries.STAMP_SESSION, {"now": stamp, "id": row[0]})
         return int(row[0]), int(row[1])
 
@@ -408,12 +374,12 @@ class SQLiteStorage:
 
     async def save_event(self, event: Any, context: ContextLike) -> None:
         """Append one event; returns once it is committed."""
-        sid = _hex_id(context.stream.id)
+        sid = session_id_of(context.stream.id)
         codec = self.codec
         # Encoded now, on the caller's side: a bad event fails before any write,
         # and a mutable event is stored as it is at this call.
         type_name, payload = codec.encode(event)
-        row = {"type": type_name, "payload": payload, **_described(codec, event)}
+        row = {"type": type_name, "payload": payload, **describe_row(codec, event)}
         item = event if codec.frozen_events else (type_name, payload)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
@@ -437,7 +403,7 @@ class SQLiteStorage:
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""
-        sid = _hex_id(stream_id)
+        sid = session_id_of(stream_id)
         found = await self._read(records.history, sid)
         if found is None:
             return []
@@ -455,7 +421,7 @@ class SQLiteStorage:
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
-        sid = _hex_id(stream_id)
+        sid = session_id_of(stream_id)
         new = list(events)
         codec = self.codec
         encode = codec.encode
@@ -464,7 +430,7 @@ class SQLiteStorage:
         # are encoded all, now: they are stored as they are at this call, and
         # compared by their text, never by identity.
         encoded = None if codec.frozen_events else [encode(event) for event in new]
-        described = None if codec.frozen_events else [_described(codec, event) for event in new]
+        described = None if codec.frozen_events else [describe_row(codec, event) for event in new]
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now_dt = datetime.now(UTC)
@@ -511,7 +477,7 @@ class SQLiteStorage:
             for position in range(keep, len(new)):
                 if encoded is None or described is None:
                     type_name, payload = encode(new[position])
-                    description = _described(codec, new[position])
+                    description = describe_row(codec, new[position])
                 else:
                     (type_name, payload), description = encoded[position], described[position]
                 rows.append(
@@ -536,7 +502,7 @@ class SQLiteStorage:
 
     async def drop_history(self, stream_id: StreamId) -> None:
         """Delete the session and all its events, unrecoverably, from the file, its index and its log."""
-        sid = _hex_id(stream_id)
+        sid = session_id_of(stream_id)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             conn.execute(queries.DELETE_SESSION, {"sid": sid})
@@ -573,11 +539,11 @@ class SQLiteStorage:
         await self._submit(work)
 
     async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
-        return await self._read(records.load_session, _hex_id(stream_id))
+        return await self._read(records.load_session, session_id_of(stream_id))
 
     async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
         params = {
-            "sid": _hex_id(stream_id),
+            "sid": session_id_of(stream_id),
             "now": utc_text(datetime.now(UTC)),
             "released": None if released is None else int(released),
         }
@@ -589,7 +555,7 @@ class SQLiteStorage:
         await self._submit(work)
 
     async def set_title(self, stream_id: StreamId, title: str | None) -> None:
-        params = {"sid": _hex_id(stream_id), "title": None if title is None else storable_text(title, "title")}
+        params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
             conn.execute(queries.SET_TITLE, params)

@@ -16,7 +16,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
 
@@ -37,6 +37,17 @@ __all__ = [
 
 StreamId: TypeAlias = UUID
 """A conversation's key in storage. A session's id is its stream id's ``hex``."""
+
+UPDATED_AT_SLACK = timedelta(seconds=1)
+"""A storage keeps a session's ``updated_at`` to within this much of its latest write: restamping it (and its two
+indexes) on every event of a burst would double what each commit writes."""
+
+
+def session_id_of(stream_id: object) -> str:
+    """The session id a storage keeps for a stream id (its ``hex``); anything but a UUID is refused."""
+    if isinstance(stream_id, UUID):
+        return stream_id.hex
+    raise InvalidSessionIdError(f"a stream id must be a uuid.UUID, got {type(stream_id).__name__}: {stream_id!r}")
 
 
 class StreamRef(Protocol):

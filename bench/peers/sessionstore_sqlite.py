@@ -53,10 +53,10 @@ class Store(Adapter):
     async def replace(self, key: str, events: list[Any]) -> None:
         await self.storage.set_history(uuid5(NS, key), events)
 
-    pragma_source = "the write lane's connection, on the writer thread"
+    pragma_source = "the write lane's connection (the one every write uses)"
 
     async def pragmas(self, key: str) -> dict[str, str]:
-        # A job on the write lane runs on the writer thread with the connection every write uses.
+        # A job on the write lane runs with the connection every write uses.
         return await self.storage._submit(lambda conn: (sqlite_pragmas(conn), None))
 
     def cold_start_code(self, path: Path, key: str) -> str:
