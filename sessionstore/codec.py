@@ -220,11 +220,12 @@ def _make_parser(object_hook: Callable[[dict[str, Any]], Any]) -> Callable[[str]
     scan_plain = cast(Any, json.JSONDecoder()).scan_once
 
     def parse(payload: str) -> Any:
-        # Every tag is an object key starting with "$": text without '"$' has none,
-        # and skips a Python call per object. The C scanner is called directly (it
-        # is what json.loads runs, minus two regex passes for surrounding white
+        # Every tag is an object key starting with "$": text without a "$" has none,
+        # and skips a Python call per object (a one-character test runs as memchr,
+        # ten times as fast as testing for '"$'). The C scanner is called directly
+        # (it is what json.loads runs, minus two regex passes for surrounding white
         # space); anything unusual goes through the full decoder for its error.
-        tagged = '"$' in payload
+        tagged = "$" in payload
         try:
             value, end = (scan_tagged if tagged else scan_plain)(payload, 0)
         except StopIteration:

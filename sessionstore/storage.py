@@ -203,7 +203,9 @@ def utc_text(value: datetime) -> str:
     if value.tzinfo is None or value.utcoffset() is None:
         raise EventEncodeError(f"a session's timestamp must be timezone-aware (datetime.now(UTC)), got {value!r}")
     try:
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        # isoformat, not strftime: twice as fast (two per append), and it writes a year below 1000 with its
+        # four digits, as SQLite's own strftime does, where strftime("%Y") need not.
+        return value.astimezone(UTC).isoformat(" ", "microseconds")[:26]
     except OverflowError:
         raise EventEncodeError(f"{value!r} is out of range once converted to UTC") from None
 

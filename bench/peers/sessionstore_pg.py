@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 from uuid import uuid5
 
-from sessionstore import EventContext
 from sessionstore.postgres import PostgresStorage
 
 from . import Adapter
 from ._pg import engine_settings
-from .sessionstore_sqlite import NS, to_events
+from .sessionstore_sqlite import NS, context, to_events
 
 
 class Store(Adapter):
@@ -29,7 +28,7 @@ class Store(Adapter):
         await self.storage.aclose()
 
     async def append(self, key: str, event: Any) -> None:
-        await self.storage.save_event(event, EventContext.for_stream(uuid5(NS, key)))
+        await self.storage.save_event(event, context(key))
 
     async def load(self, key: str, events: list[Any]) -> None:
         await self.storage.set_history(uuid5(NS, key), events)

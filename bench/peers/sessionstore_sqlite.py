@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid5
@@ -11,6 +12,12 @@ from sessionstore import EventContext, ModelMessage, SQLiteStorage, ToolCall, To
 from . import Adapter, sqlite_pragmas
 
 NS = UUID("6f1c1f9e-0000-4000-8000-000000000000")
+
+
+@cache
+def context(key: str) -> EventContext:
+    """The session's context, made once: an agent holds it, as the OpenAI adapter holds its SQLiteSession."""
+    return EventContext.for_stream(uuid5(NS, key))
 
 
 def to_events(events: list[Any]) -> list[Any]:
@@ -42,7 +49,7 @@ class Store(Adapter):
         await self.storage.aclose()
 
     async def append(self, key: str, event: Any) -> None:
-        await self.storage.save_event(event, EventContext.for_stream(uuid5(NS, key)))
+        await self.storage.save_event(event, context(key))
 
     async def load(self, key: str, events: list[Any]) -> None:
         await self.storage.set_history(uuid5(NS, key), events)

@@ -109,3 +109,37 @@ async def test_a_slow_commit_sends_the_next_ones_to_the_writer_thread(
     # The first opens the connection (writer thread), the second commits on the loop and is slow, the rest wait.
     assert committers[1] == loop_thread
     assert all(name.startswith("sessionstore-writer") for name in committers[2:4])
+
+
+async def test_a_sequential_writer_yields_to_the_loop_once_per_slice(
+    tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task writing one event after another commits each at once on the loop's thread, and lets the loop's
+    other tasks run once its slice is spent: not after every write (a loop iteration each), never not at all."""
+    stream = EventContext.for_stream(uuid4())
+    iterations = 0
+
+    async def count() -> None:
+        nonlocal iterations
+        while True:
+            await asyncio.sleep(0)
+            iterations += 1
+
+    async with SQLiteStorage(tmp_path / "agent.db") as storage:
+        await storage.save_event(UserMessage("opens the connection"), stream)
+        counter = asyncio.create_task(count())
+        await asyncio.sleep(0)
+        seen = {}
+        for slice_seconds in (60.0, 0.0):
+            monkeypatch.setattr(lane, "LOOP_SLICE", slice_seconds)
+            await asyncio.sleep(0)  # a new loop iteration: a new slice
+            before = iterations
+            for n in range(10):
+                await storage.save_event(UserMessage(f"{slice_seconds} {n}"), stream)
+            seen[slice_seconds] = iterations - before
+        counter.cancel()
+        assert len(await storage.get_history(stream.stream.id)) == 21
+    assert seen[60.0] == 0  # the whole burst within one slice: the other task never ran in between
+    assert seen[0.0] >= 10  # a spent slice: the loop ran between every two writes
+    loop_thread = threading.current_thread().name
+    assert committers[1:21] == [loop_thread] * 20
