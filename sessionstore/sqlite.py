@@ -66,6 +66,17 @@ indexing (revision 0005), and search reads the few events not yet indexed direct
 INDEX_IDLE = 1.0
 
 
+def _history_and_size(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[str, str]], int] | None:
+    """:func:`records.history`, and the size of its payloads (what the cache counts), summed on the reader's
+    thread while the rows it just made are in that core's cache: on the event loop's thread, for a history of
+    10,000 events, 1.7-2 ms instead of 0.3."""
+    found = records.history(conn, sid)
+    if found is None:
+        return None
+    row_id, revision, rows = found
+    return row_id, revision, rows, sum(len(payload) for _, payload in rows)
+
+
 @dataclass(slots=True)
 class _Cached:
     """What this process last saw of a session's events, valid while (row id, revision) match.
@@ -187,9 +198,16 @@ class SQLiteStorage:
         async with self._opening:
             if self._lane is None:
                 # Creates the file (0600, in private folders) if needed, brings it to the
-                # current schema, and opens one reader, so the first read does not wait for it.
-                trailing = await asyncio.to_thread(self._prepare)
-                self._readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="sessionstore-reader")
+                # current schema, and opens one reader, so the first read does not wait for it:
+                # on the first reader thread, so that the thread too is there and has run (a
+                # first read of 10,000 events on a thread just started took 2 ms more).
+                readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="sessionstore-reader")
+                try:
+                    trailing = await loop.run_in_executor(readers, self._prepare)
+                except BaseException:
+                    readers.shutdown(wait=False)
+                    raise
+                self._readers = readers
                 self._lane = WriteLane(self.path, self._connection, self._cache_lock)
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.path}")
                 if trailing:  # left behind by a writer that stopped without closing
@@ -404,17 +422,16 @@ class SQLiteStorage:
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""
         sid = session_id_of(stream_id)
-        found = await self._read(records.history, sid)
+        found = await self._read(_history_and_size, sid)
         if found is None:
             return []
-        row_id, revision, rows = found
+        row_id, revision, rows, size = found
         frozen = self.codec.frozen_events
         if frozen:
             cached = self._cached(sid, row_id, revision)
             if cached is not None:
                 return list(cached.items)
         events = decode_all(self.codec, rows)
-        size = sum(len(payload) for _, payload in rows)
         with self._cache_lock:
             self._cache_put(sid, _Cached(row_id, revision, list(events) if frozen else rows, size))
         return events
