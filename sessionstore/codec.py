@@ -115,7 +115,18 @@ _TEXT_PATH = re.compile(r'\$(?:\.(?:"[^"]*"|[^."\[\]]+)|\[\d+\])*')
 def is_text_path(path: object) -> bool:
     """Whether ``path`` is a JSON path as :class:`Description` takes it: ``$`` then ``.key``, ``."key"`` or
     ``[n]`` steps. Anything else would make SQLite's ``json_extract`` fail in every query that reads the row."""
-    return isinstance(path, str) and _TEXT_PATH.fullmatch(path) is not None
+    if not isinstance(path, str):
+        return False
+    if path in _TEXT_PATHS_SEEN:  # a codec gives a few paths again and again: each is matched once
+        return True
+    if _TEXT_PATH.fullmatch(path) is not None:
+        if len(_TEXT_PATHS_SEEN) < 1024:
+            _TEXT_PATHS_SEEN.add(path)
+        return True
+    return False
+
+
+_TEXT_PATHS_SEEN: set[str] = set()
 
 
 class _Undecodable(Exception):
@@ -338,8 +349,9 @@ def describe_row(codec: Codec, event: Any) -> dict[str, str | None]:
     that UTF-8 cannot hold (lone surrogates) is stored with replacement
     characters: it is for reading and searching, the payload keeps it exactly.
     """
-    role, text, *rest = codec.describe(event)
-    path = rest[0] if rest else None
+    description = codec.describe(event)
+    role, text = description[0], description[1]
+    path = description[2] if len(description) > 2 else None
     if path is not None:
         if not is_text_path(path):
             raise EventEncodeError(
