@@ -18,9 +18,9 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   sequential writer yields to the loop's other tasks once per slice, not once
   per write); the writes of other tasks in the same iteration (at most
   :data:`LOOP_BATCH`) share the next transaction, started by
-  ``loop.call_soon``. No hop to another thread and back (~160 us of a ~400 us
-  append on this project's machine), at the price of the loop waiting for the
-  commit's fsync (typically 0.1-0.3 ms here).
+  ``loop.call_soon``. No hop to another thread and back (~160 us on this
+  project's machine, more than half of what an append costs now), at the price
+  of the loop waiting for the commit's fsync (typically 0.1-0.3 ms here).
 * on the writer thread otherwise: the first write (it opens the connection),
   more writes at once than :data:`LOOP_BATCH`, background work (indexing new
   events), a write while another process holds the write lock (the loop never
