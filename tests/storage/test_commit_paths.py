@@ -140,7 +140,7 @@ async def test_a_sequential_writer_yields_to_the_loop_once_per_slice(
         counter.cancel()
         assert len(await storage.get_history(stream.stream.id)) == 22
     # A spent slice: the loop ran between every two writes, once (a lone writer's next write is not queued
-    # behind its own wake-up: that took three iterations a write).
+    # behind its own wake-up: that took two iterations a write).
     assert 10 <= seen[0.0] <= 11
     assert seen[60.0] == 0  # the whole burst within one slice: the other task never ran in between
     loop_thread = threading.current_thread().name
