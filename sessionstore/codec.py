@@ -115,18 +115,7 @@ _TEXT_PATH = re.compile(r'\$(?:\.(?:"[^"]*"|[^."\[\]]+)|\[\d+\])*')
 def is_text_path(path: object) -> bool:
     """Whether ``path`` is a JSON path as :class:`Description` takes it: ``$`` then ``.key``, ``."key"`` or
     ``[n]`` steps. Anything else would make SQLite's ``json_extract`` fail in every query that reads the row."""
-    if not isinstance(path, str):
-        return False
-    if path in _TEXT_PATHS_SEEN:  # a codec gives a few paths again and again: each is matched once
-        return True
-    if _TEXT_PATH.fullmatch(path) is not None:
-        if len(_TEXT_PATHS_SEEN) < 1024:
-            _TEXT_PATHS_SEEN.add(path)
-        return True
-    return False
-
-
-_TEXT_PATHS_SEEN: set[str] = set()
+    return isinstance(path, str) and _TEXT_PATH.fullmatch(path) is not None
 
 
 class _Undecodable(Exception):
@@ -349,9 +338,8 @@ def describe_row(codec: Codec, event: Any) -> dict[str, str | None]:
     that UTF-8 cannot hold (lone surrogates) is stored with replacement
     characters: it is for reading and searching, the payload keeps it exactly.
     """
-    description = codec.describe(event)
-    role, text = description[0], description[1]
-    path = description[2] if len(description) > 2 else None
+    role, text, *rest = codec.describe(event)
+    path = rest[0] if rest else None
     if path is not None:
         if not is_text_path(path):
             raise EventEncodeError(

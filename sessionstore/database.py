@@ -17,11 +17,12 @@ Only :mod:`sqlite3` is imported here: reading a file must not pay for SQLAlchemy
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -119,40 +120,23 @@ def connect(
     return conn
 
 
-class transaction:  # lower case: used as a function, ``with transaction(conn, path) as conn``
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``: whole or not at all, and two processes queue for the lock.
 
     Immediate, because a read transaction that later tries to write fails with
-    "database is locked" at once instead of waiting for the other writer. An
-    SQLite error, inside or at the commit, comes out as sessionstore's own.
-    A class, not a generator: it is on every append's path, and costs a third.
+    "database is locked" at once instead of waiting for the other writer.
     """
-
-    __slots__ = ("_conn", "_path")
-
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._conn, self._path = conn, path
-
-    def __enter__(self) -> sqlite3.Connection:
+    try:
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise from_sqlite(exc, self._path) from exc
-        return self._conn
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
-        conn = self._conn
-        try:
-            try:
-                if kind is None:
-                    conn.execute("COMMIT")
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-        except sqlite3.Error as exc:
-            raise from_sqlite(exc, self._path) from exc
-        if isinstance(error, sqlite3.Error):
-            raise from_sqlite(error, self._path) from error
+            yield conn
+            conn.execute("COMMIT")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        raise from_sqlite(exc, path) from exc
 
 
 def read_revision(conn: sqlite3.Connection, path: object = "the database") -> tuple[str | None, bool]:

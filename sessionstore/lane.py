@@ -334,9 +334,7 @@ class WriteLane:
                 job.future.set_exception(job.outcome)
             else:
                 job.future.set_result(job.outcome)
-        with self._lock:
-            more = bool(self._pending or self._background)
-        if len(jobs) <= 1 and not more:
+        if len(jobs) <= 1 and not self._waiting():
             # A lone writer, answered: its next write may commit at once, inside its call (see submit),
             # rather than be queued behind its own wake-up for a transaction of one all the same.
             self._idle.set()
@@ -346,9 +344,12 @@ class WriteLane:
         loop.call_soon(self._next_flush, loop)
 
     def _next_flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._lock:
-            more = bool(self._pending or self._background)
-        if more and self._thread is not None:
+        if self._waiting() and self._thread is not None:
             self._schedule(loop)
         else:
             self._idle.set()
+
+    def _waiting(self) -> bool:
+        """Whether writes or background work wait to be taken."""
+        with self._lock:
+            return bool(self._pending or self._background)
