@@ -34,6 +34,7 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.script import ScriptDirectory
 
 __all__ = [
+    "ExtendedView",
     "FullTextIndex",
     "Function",
     "IndexTrigger",
@@ -90,6 +91,28 @@ class View(SQLObject):
 
     def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
         yield f"DROP VIEW IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
+class ExtendedView(SQLObject):
+    """An earlier revision's view with more columns, written after its own, over the same ``FROM``.
+
+    The earlier SELECT is used as it is (written once, there); ``columns`` (``expression AS name, ...``) go
+    before its last top-level ``FROM`` line. Dropped as the view it extends is.
+    """
+
+    view: View | str
+    columns: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        view = find(scripts, self.view, View)
+        select, newline_from, rest = view.select.rpartition("\nFROM ")
+        if not newline_from:
+            raise ValueError(f"{view.name}: no FROM line to add columns before in {view.select!r}")
+        yield from View(view.name, f"{select},\n    {self.columns}\nFROM {rest}").create(scripts)
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield from find(scripts, self.view, View).drop(scripts)
 
 
 @dataclass(frozen=True)

@@ -63,13 +63,19 @@ UPGRADE_COMMAND = "sessionstore db upgrade --db {path}"
 OBJECTS_AT_HEAD = (
     "0001.COUNTING",
     "0003.TRANSCRIPT",
-    "0003.SESSION_OVERVIEW",
+    "0006.SESSION_OVERVIEW",
     "0002.EVENTS_FTS",
     "0005.INDEXING",
 )
 """The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
 (``migrations/sqlobjects.py``). A revision that replaces one names its new definition here."""
-OBJECTS_AT_HEAD_POSTGRESQL = ("0001.PG_COUNTING", "0002.PG_FUNCTIONS", "0003.PG_INSPECTION")
+OBJECTS_AT_HEAD_POSTGRESQL = (
+    "0001.PG_COUNTING",
+    "0002.PG_FUNCTIONS",
+    "0003.PG_TRANSCRIPT",
+    "0006.PG_SESSION_OVERVIEW",
+    "0003.PG_SEARCH",
+)
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out

@@ -3,6 +3,8 @@
 ``sessions``
     One row per session. ``id`` is an integer key for the events to point at
     (small rows, small indexes); ``session_id`` is the 32-hex id clients hold.
+    ``parent`` is the session a subagent's stream was opened from (NULL for a
+    session of its own): deleting a session deletes its subagents.
 ``events``
     One row per event, ``position`` 0, 1, 2... within its session. ``type`` is
     the event's stable type name and ``payload`` its JSON text, so
@@ -90,6 +92,9 @@ class Session(Base):
     released: Mapped[bool] = mapped_column(default=False)
     # Bumped by trigger on every insert, update or delete of this session's events.
     revision: Mapped[int] = mapped_column(default=0)
+    # The session this one's stream was opened from (an AG2 subagent's), set when the row is made and never
+    # changed; its subagents go with it (revision 0006).
+    parent: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
 
     __table_args__ = (
         # AUTOINCREMENT: a deleted session's integer id is never reused, so a
@@ -107,6 +112,8 @@ class Session(Base):
         # session/list: pages newest first by creation, which never moves a session between pages.
         Index(None, "created_at", "session_id"),
         Index(None, "cwd", "created_at"),
+        # A session's subagents (show, export), and the cascade that deletes them with it.
+        Index(None, "parent"),
         {"sqlite_autoincrement": True},
     )
 

@@ -114,9 +114,22 @@ def fill_described(conn: sqlite3.Connection) -> None:
     )
 
 
+def fill_linked(conn: sqlite3.Connection) -> None:
+    """:func:`fill_described`, the last session a subagent of the one before it (0006 on)."""
+    fill_described(conn)
+    conn.execute("UPDATE sessions SET parent = (SELECT max(id) - 1 FROM sessions) WHERE id = (SELECT max(id) FROM sessions)")
+
+
 # How to fill a file at each revision. The upgrade test builds every revision
 # with its filler; a revision without one fails that test until it has one.
-FILLERS = {"0001": fill, "0002": fill, "0003": fill_described, "0004": fill_described, "0005": fill_described}
+FILLERS = {
+    "0001": fill,
+    "0002": fill,
+    "0003": fill_described,
+    "0004": fill_described,
+    "0005": fill_described,
+    "0006": fill_linked,
+}
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.
 SESSION_COLUMNS = "id, session_id, cwd, additional_directories, mcp_servers, meta, title, created_at, updated_at,"

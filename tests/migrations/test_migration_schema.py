@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import sqlite3
 import uuid
 from collections.abc import Callable
@@ -56,7 +57,10 @@ def _normal(sql: str) -> str:
     """A CREATE TABLE with its column and constraint definitions in a fixed order, else the SQL as it is.
 
     ``ALTER TABLE ... ADD COLUMN`` (how a revision adds a column without copying the table) appends the
-    definition after the constraints, where ``create_all`` writes it among the columns: the same table.
+    definition after the constraints, where ``create_all`` writes it among the columns: the same table. A
+    foreign key added so is written inline (``parent INTEGER CONSTRAINT fk REFERENCES ...``), the only way
+    SQLite takes one with its column, where ``create_all`` writes the same constraint as the table's
+    (``CONSTRAINT fk FOREIGN KEY(parent) REFERENCES ...``): each is compared as the latter.
     """
     if not sql.startswith("CREATE TABLE") or not sql.endswith(")"):
         return sql
@@ -70,7 +74,15 @@ def _normal(sql: str) -> str:
         else:
             current += char
     items.append(current.strip())
-    return f"{head.strip()} ({', '.join(sorted(items))})"
+    split = []
+    for item in items:
+        inline = re.fullmatch(r"(\w+) (\w+) CONSTRAINT (\w+) (REFERENCES .+)", item)
+        if inline is None:
+            split.append(item)
+        else:
+            column, kind, name, references = inline.groups()
+            split += [f"{column} {kind}", f"CONSTRAINT {name} FOREIGN KEY({column}) {references}"]
+    return f"{head.strip()} ({', '.join(sorted(split))})"
 
 
 def test_head_constant_is_the_scripts_head() -> None:
@@ -144,6 +156,7 @@ def test_views_show_every_event_type_and_survive_invalid_json(built: Callable[[s
             "additional_directories",
             "mcp_servers",
             "meta",
+            "parent_id",
         ]
 
         first = conn.execute("SELECT id, session_id FROM sessions ORDER BY id LIMIT 1").fetchone()
