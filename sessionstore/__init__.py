@@ -16,6 +16,7 @@ from .errors import (
     InvalidSessionIdError,
     MigrationError,
     NotADatabaseError,
+    ParentSessionMissingError,
     SchemaError,
     SchemaOutOfDateError,
     SchemaTooNewError,
@@ -46,6 +47,7 @@ from .storage import (
     SessionRecord,
     Storage,
     StreamId,
+    in_session,
 )
 from .stream import SessionStream
 
@@ -70,6 +72,7 @@ __all__ = [
     "MigrationError",
     "ModelMessage",
     "NotADatabaseError",
+    "ParentSessionMissingError",
     "SchemaError",
     "SchemaOutOfDateError",
     "SchemaTooNewError",
@@ -92,4 +95,5 @@ __all__ = [
     "UnknownSessionError",
     "UnsafeFileError",
     "UserMessage",
+    "in_session",
 ]

@@ -186,9 +186,12 @@ def in_batches(
 _END: Any = object()
 
 
-def _delete(conn: sqlite3.Connection, sid: str) -> str:
+def _delete(conn: sqlite3.Connection, sid: str) -> tuple[str, int]:
+    """Delete a session (its subagents go with it); its id and how many subagents went."""
+    # -1 for a session already gone (named after its parent, which took it along)
+    subagents = max(0, int(conn.execute(queries.SUBAGENT_COUNT, {"sid": sid}).fetchone()[0]))
     conn.execute(queries.DELETE_SESSION, {"sid": sid})
-    return sid
+    return sid, subagents
 
 
 INDEX_BATCH = 256
@@ -237,11 +240,13 @@ def forget_deleted(conn: sqlite3.Connection, path: Path) -> None:
 
 
 @pgdatabase.either
-def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[str]:
-    """``sessionstore delete``: the sessions (ids or unique prefixes) and their events; the full ids.
+def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[tuple[str, int]]:
+    """``sessionstore delete``: the sessions (ids or unique prefixes), their events and their subagents; each
+    full id, and how many subagents went with it (a session named after its parent was deleted with it: 0).
 
     Every prefix is resolved before anything is deleted (one that matches none
-    or several deletes nothing); then whole sessions go, in short transactions.
+    or several deletes nothing); then whole sessions go, each with its
+    subagents in one statement, in short transactions.
     """
     with writable(db) as conn:
         ids = records.resolve_all(conn, prefixes)
@@ -267,7 +272,8 @@ def parse_age(text: str) -> timedelta:
         ) from None
 
 
-_PRUNABLE = "released = TRUE AND updated_at < :cutoff"
+# A subagent goes with its session, never on its own.
+_PRUNABLE = f"{queries.TOP_LEVEL} AND released = TRUE AND updated_at < :cutoff"
 
 
 @pgdatabase.either
@@ -281,7 +287,8 @@ def prune(
     """``sessionstore prune``: released sessions not updated for ``older_than``; deleted unless ``dry_run``.
 
     A session still held by a registry (not released) is never pruned, however old. Whole sessions
-    go in short transactions (:func:`in_batches`), so an agent writing meanwhile is never starved.
+    go in short transactions (:func:`in_batches`), so an agent writing meanwhile is never starved. Subagents
+    are not candidates of their own: each goes with its session (whose ``updated_at`` is what is judged).
     """
     try:
         cutoff = utc_text(datetime.now(UTC) - older_than)

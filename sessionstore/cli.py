@@ -162,32 +162,82 @@ def render_event(event: records.StoredEvent) -> tuple[str, str]:
     return event.type, event.payload
 
 
-def print_transcript(
-    summary: SessionRecord, events: Sequence[records.StoredEvent], *, everything: bool = False
-) -> None:
+SUBAGENT_INDENT = "    "
+"""How far a subagent's transcript is indented under its session's (and a nested one under its own)."""
+
+
+class _Lines:
+    """Printed lines, and a blank one between blocks: one, however many blocks end there, and none at the end."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.gapped = False
+
+    def line(self, text: str) -> None:
+        if self.gapped and self.started:
+            print()
+        print(text.rstrip())
+        self.started, self.gapped = True, False
+
+    def gap(self) -> None:
+        self.gapped = True
+
+
+def print_transcript(stored: records.StoredSession, *, everything: bool = False) -> None:
+    """A session's header and transcript, with each subagent's transcript nested where it started."""
+    summary = stored.record
     state = "released" if summary.released else "held by a registry (or its process ended without letting go)"
-    print(f"session  {summary.session_id}")
-    print(f"title    {summary.title or '(none)'}")
-    print(f"cwd      {summary.cwd}")
-    print(f"created  {_local(summary.created_at)}   updated {_local(summary.updated_at)}   {state}")
-    print(f"events   {summary.events}")
+    out = _Lines()
+    out.line(f"session  {summary.session_id}")
+    if summary.parent_id is not None:
+        out.line(f"parent   {summary.parent_id} (this session is one of its subagents)")
+    out.line(f"title    {summary.title or '(none)'}")
+    out.line(f"cwd      {summary.cwd}")
+    out.line(f"created  {_local(summary.created_at)}   updated {_local(summary.updated_at)}   {state}")
+    out.line(f"events   {summary.events}")
+    if stored.subagents:
+        out.line(f"subagents {_subagent_count(stored)} (each shown where it started, indented)")
+    out.gap()
+    _print_events(out, stored, everything, "")
+
+
+def _subagent_count(stored: records.StoredSession) -> int:
+    return sum(1 + _subagent_count(subagent) for subagent in stored.subagents)
+
+
+def _print_events(out: _Lines, stored: records.StoredSession, everything: bool, margin: str) -> None:
+    """The session's events, and before the first event after each subagent started, that subagent's."""
+    events = stored.events
     shown = events if everything else [event for event in events if event.role is not None]
-    if shown:
-        print()
     rendered = [(event, *render_event(event)) for event in shown]
     width = max((len(who) for _, who, _ in rendered), default=0)
-    indent = " " * (19 + 2 + width + 2)
+    indent = margin + " " * (19 + 2 + width + 2)
+    waiting = sorted(stored.subagents, key=lambda s: (s.record.created_at, s.record.session_id))
     for event, who, what in rendered:
+        while waiting and waiting[0].record.created_at < event.created_at:
+            _print_subagent(out, waiting.pop(0), everything, margin)
         lines = what.splitlines() or [""]
-        print(f"{_local(event.created_at)}  {who.ljust(width)}  {lines[0]}".rstrip())
+        out.line(f"{margin}{_local(event.created_at)}  {who.ljust(width)}  {lines[0]}")
         for line in lines[1:]:
-            print(f"{indent}{line}".rstrip())
+            out.line(f"{indent}{line}")
+    for subagent in waiting:
+        _print_subagent(out, subagent, everything, margin)
     hidden = Counter(event.type for event in events if event.role is None) if not everything else Counter()
     if hidden:
         kinds = ", ".join(name if count == 1 else f"{name} x{count}" for name, count in hidden.most_common())
         total = sum(hidden.values())
         what = "1 event that is not a message" if total == 1 else f"{total} events that are not messages"
-        print(f"\n({what} not shown: {kinds}; --all shows {'it' if total == 1 else 'them'})")
+        out.gap()
+        out.line(f"{margin}({what} not shown: {kinds}; --all shows {'it' if total == 1 else 'them'})")
+
+
+def _print_subagent(out: _Lines, stored: records.StoredSession, everything: bool, margin: str) -> None:
+    record, inner = stored.record, margin + SUBAGENT_INDENT
+    events = f"{record.events} event{'s' * (record.events != 1)}"
+    out.gap()
+    out.line(f"{inner}subagent {record.session_id[:SHORT_ID]}  {record.title or '(untitled)'}  ({events})")
+    _print_events(out, stored, everything, inner)
+    out.gap()
 
 
 # -- commands -----------------------------------------------------------------------------------------
@@ -205,7 +255,17 @@ def _record_json(record: SessionRecord) -> dict[str, Any]:
         "created_at": record.created_at.isoformat(),
         "updated_at": record.updated_at.isoformat(),
         "released": record.released,
+        "parent_id": record.parent_id,
         "events": record.events,
+    }
+
+
+def _session_json(stored: records.StoredSession) -> dict[str, Any]:
+    """``show --json``: the session, its events, and its subagents in the same shape, oldest first."""
+    return {
+        "session": _record_json(stored.record),
+        "events": [e.to_json() for e in stored.events],
+        "subagents": [_session_json(subagent) for subagent in stored.subagents],
     }
 
 
@@ -231,11 +291,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    summary, events = records.read_session(args.db, args.id)
+    stored = records.read_session(args.db, args.id)
     if args.json:
-        _print_json({"session": _record_json(summary), "events": [e.to_json() for e in events]})
+        _print_json(_session_json(stored))
     else:
-        print_transcript(summary, events, everything=args.all)
+        print_transcript(stored, everything=args.all)
     return 0
 
 
@@ -273,8 +333,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     from . import admin
 
-    for sid in admin.delete_sessions(args.db, args.ids):
-        print(f"deleted {sid}")
+    for sid, subagents in admin.delete_sessions(args.db, args.ids):
+        print(f"deleted {sid}" + (f" and its {subagents} subagent{'s' * (subagents != 1)}" if subagents else ""))
     return 0
 
 
@@ -314,7 +374,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     for hit in hits:  # best hit first; a session's hits together under it
         by_session.setdefault(hit.session_id, []).append(hit)
     for sid, group in by_session.items():
-        print(f"{sid[:SHORT_ID]}  {group[0].title or '(untitled)'}")
+        parent = group[0].parent_id
+        of = f"  (subagent of {parent[:SHORT_ID]})" if parent is not None else ""
+        print(f"{sid[:SHORT_ID]}  {group[0].title or '(untitled)'}{of}")
         for hit in group:
             snippet = " ".join(hit.snippet.split())
             print(f"    #{hit.position} {_ROLES.get(hit.role or '', hit.type)}: {snippet}")
@@ -477,12 +539,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
         return p
 
-    p = command("list", cmd_list, "list sessions, newest first")
+    p = command("list", cmd_list, "list sessions, newest first (subagents are shown with their session)")
     p.add_argument("--cwd", help="only sessions with this working directory")
     p.add_argument("-n", "--limit", type=_positive, help="at most this many")
     p.add_argument("--json", action="store_true", help="JSON output")
 
-    p = command("show", cmd_show, "show a session's transcript")
+    p = command("show", cmd_show, "show a session's transcript, its subagents' nested where they started")
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("--all", action="store_true", help="also events that are not messages (usage, bookkeeping)")
     p.add_argument("--json", action="store_true", help="JSON output (payloads as objects)")
@@ -496,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path, help="the export file (- reads standard input)")
     p.add_argument("--replace", action="store_true", help="replace stored sessions whose events differ")
 
-    p = command("delete", cmd_delete, "delete sessions and their events")
+    p = command("delete", cmd_delete, "delete sessions, their events and their subagents")
     p.add_argument("ids", nargs="+", metavar="ID", help="session ids or unique prefixes")
 
     p = command("prune", cmd_prune, "delete released sessions not updated for a while")

@@ -149,7 +149,14 @@ class ImportFileError(StorageError, ValueError):
 
 
 class ImportConflictError(StorageError):
-    """A session in the file is already stored with different events; nothing was imported."""
+    """A session in the file is already stored with different events, or is a subagent of a session that is
+    neither before it in the file nor stored; nothing was imported."""
+
+
+class ParentSessionMissingError(StorageError, LookupError):
+    """A stream opened from inside a session (an AG2 subagent's) was first written after that session was
+    deleted (or before it was ever stored); nothing was written. A subagent belongs to its session and goes
+    with it: left to write on, it would come back as a conversation of its own."""
 
 
 class NotOnPostgreSQLError(StorageError):

@@ -49,6 +49,8 @@ from .storage import (
     StreamId,
     check_limit,
     decode_cursor,
+    missing_parent,
+    opened_from,
     page_of,
     record_row,
     session_id_of,
@@ -64,8 +66,8 @@ T = TypeVar("T")
 
 # The session's row, locked until the transaction ends: its writers take turns.
 LOCK_SESSION = queries.FIND_SESSION + " FOR UPDATE"
-# A bare row for a session written before it was saved; another writer may have made it meanwhile.
-# (released is a boolean here: PostgreSQL has no integer-to-boolean assignment.)
+# A bare row for a session written before it was saved (or a subagent's stream); another writer may have made it
+# meanwhile. (released is a boolean here: PostgreSQL has no integer-to-boolean assignment.)
 NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").replace(
     " RETURNING id", " ON CONFLICT (session_id) DO NOTHING RETURNING id"
 )
@@ -76,14 +78,17 @@ NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").repl
 # next position computed here would be stale. Every change to a session's events also updates its row (the
 # revision-counting trigger), so the locked row (always the newest version) then differs from the row as this
 # statement's snapshot has it: no event is inserted, nothing is returned, and the caller appends the long way
-# (the lock first, then the position, in two statements). ON CONFLICT stands behind it all the same.
+# (the lock first, then the position, in two statements). ON CONFLICT stands behind it all the same. A row made
+# here is made under the session the stream was opened from ($9, its id, or NULL); when that one has no row,
+# nothing is made and the long way says why.
 APPEND_ONE = """
 WITH locked AS (
     SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 FOR UPDATE
 ), made AS (
-    INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,
+    INSERT INTO sessions (session_id, parent, cwd, additional_directories, mcp_servers, meta, title,
                           created_at, updated_at, released, revision)
-    SELECT $1, '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0 WHERE NOT EXISTS (SELECT FROM locked)
+    SELECT $1, (SELECT id FROM sessions WHERE session_id = $9), '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0
+    WHERE NOT EXISTS (SELECT FROM locked) AND ($9::text IS NULL OR EXISTS (SELECT FROM sessions WHERE session_id = $9))
     ON CONFLICT (session_id) DO NOTHING RETURNING id
 ), stamped AS (
     UPDATE sessions SET updated_at = $2 WHERE id = (SELECT id FROM locked WHERE updated_at < $3)
@@ -101,22 +106,26 @@ RETURNING position
 """
 
 # Appends to several sessions in one statement, one round trip and one commit, for appends that would otherwise
-# wait for a connection: APPEND_ONE for each session ($1: their ids, distinct), all else alike, and the ids
-# appended returned. A session whose row another transaction holds locked is skipped (SKIP LOCKED: a batch
-# never waits for one session's writer), as is one another writer changed meanwhile; the caller appends those
-# the long way, one by one. The trigger that counts revisions runs once for the whole statement.
+# wait for a connection: APPEND_ONE for each session ($1: their ids, distinct; $9: the sessions they were opened
+# from), all else alike, and the ids appended returned. A session whose row another transaction holds locked is
+# skipped (SKIP LOCKED: a batch never waits for one session's writer), as is one another writer changed
+# meanwhile; the caller appends those the long way, one by one. The trigger that counts revisions runs once for
+# the whole statement.
 APPEND_MANY = """
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
-        AS i(sid, type, payload, role, text, text_path)
+    SELECT * FROM unnest($1::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+        AS i(sid, type, payload, role, text, text_path, parent)
 ), locked AS (
     SELECT id, session_id, updated_at, xmin::text AS version FROM sessions
     WHERE session_id = ANY($1::text[]) ORDER BY id FOR UPDATE SKIP LOCKED
 ), made AS (
-    INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,
+    INSERT INTO sessions (session_id, parent, cwd, additional_directories, mcp_servers, meta, title,
                           created_at, updated_at, released, revision)
-    SELECT sid, '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0 FROM input
-    WHERE sid NOT IN (SELECT session_id FROM locked) ORDER BY sid
+    SELECT sid, (SELECT id FROM sessions WHERE session_id = input.parent), '.', '[]', '[]', '{}', NULL, $2, $2,
+           FALSE, 0 FROM input
+    WHERE sid NOT IN (SELECT session_id FROM locked)
+      AND (input.parent IS NULL OR EXISTS (SELECT FROM sessions WHERE session_id = input.parent))
+    ORDER BY sid
     ON CONFLICT (session_id) DO NOTHING RETURNING id, session_id
 ), stamped AS (
     UPDATE sessions SET updated_at = $2 WHERE id IN (SELECT id FROM locked WHERE updated_at < $3)
@@ -164,7 +173,8 @@ class _Appenders:
         self._runners: set[asyncio.Task[None]] = set()
 
     async def append(self, sid: str, values: tuple[Any, ...]) -> bool:
-        """Append ``(type, payload, role, text, text_path)`` to session ``sid``; False: do it the long way."""
+        """Append ``(type, payload, role, text, text_path, parent)`` to session ``sid``; False: do it the long
+        way."""
         if self._slots.qsize() and not self._pending:
             conn = await self.acquire()  # free: no wait
             try:
@@ -416,11 +426,18 @@ class PostgresStorage:
     # -- inside a write transaction -------------------------------------------------------
 
     @staticmethod
-    async def _lock_session(conn: AsyncConnection, sid: str, now: datetime) -> int:
-        """The session's row id, its row locked until the transaction ends (made if missing); stamps ``updated_at``."""
+    async def _lock_session(conn: AsyncConnection, stream_id: StreamId, parent: StreamId | None, now: datetime) -> int:
+        """The session's row id, its row locked until the transaction ends (made if missing, under ``parent``'s
+        row, which must exist); stamps ``updated_at``."""
+        sid = stream_id.hex
         row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
         if row is None:
-            made = (await conn.execute(text(NEW_SESSION), {"sid": sid, "now": now})).scalar()
+            parent_row = None
+            if parent is not None:
+                parent_row = (await conn.execute(text(queries.FIND_SESSION), {"sid": parent.hex})).scalar()
+                if parent_row is None:
+                    raise missing_parent(stream_id, parent)
+            made = (await conn.execute(text(NEW_SESSION), {"sid": sid, "parent": parent_row, "now": now})).scalar()
             if made is not None:
                 return int(made)
             row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).one()  # another writer made it
@@ -432,7 +449,9 @@ class PostgresStorage:
 
     async def save_event(self, event: Any, context: ContextLike) -> None:
         """Append one event; returns once it is committed."""
-        sid = session_id_of(context.stream.id)
+        stream_id = context.stream.id
+        sid = session_id_of(stream_id)
+        parent = opened_from(stream_id, context)
         # Encoded now, on the caller's side: a bad event fails before any write.
         type_name, payload = self.codec.encode(event)
         row = {"type": type_name, "payload": payload, **describe_row(self.codec, event)}
@@ -440,7 +459,14 @@ class PostgresStorage:
         async def append(engine: AsyncEngine) -> None:
             appenders = self._appenders
             assert appenders is not None  # made with the engine, dropped only once no write is under way
-            values = (row["type"], row["payload"], row["role"], row["text"], row["text_path"])
+            values = (
+                row["type"],
+                row["payload"],
+                row["role"],
+                row["text"],
+                row["text_path"],
+                None if parent is None else parent.hex,
+            )
             try:
                 # One prepared statement (asyncpg caches it per connection), in autocommit.
                 if await appenders.append(sid, values):
@@ -451,7 +477,7 @@ class PostgresStorage:
             # Another writer of this session committed meanwhile, or holds its row: lock, then append.
             async def the_long_way(conn: AsyncConnection) -> None:
                 now = _now()
-                row_id = await self._lock_session(conn, sid, now)
+                row_id = await self._lock_session(conn, stream_id, parent, now)
                 await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
 
             await self._transaction(engine, the_long_way)
@@ -471,7 +497,8 @@ class PostgresStorage:
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
-        sid = session_id_of(stream_id)
+        session_id_of(stream_id)
+        parent = opened_from(stream_id)
         new = list(events)
         codec = self.codec
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
@@ -480,7 +507,7 @@ class PostgresStorage:
 
         async def work(conn: AsyncConnection) -> None:
             now = _now()
-            row_id = await self._lock_session(conn, sid, now)
+            row_id = await self._lock_session(conn, stream_id, parent, now)
             stored = [(str(t), str(p)) for t, p in await conn.execute(text(queries.STORED_EVENTS), {"id": row_id})]
             keep = 0
             limit = min(len(stored), len(new))
@@ -499,7 +526,7 @@ class PostgresStorage:
         await self._write(work)
 
     async def drop_history(self, stream_id: StreamId) -> None:
-        """Delete the session and all its events."""
+        """Delete the session, its subagents and all their events."""
         sid = session_id_of(stream_id)
 
         async def work(conn: AsyncConnection) -> None:
@@ -549,14 +576,19 @@ class PostgresStorage:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
-        """Sessions newest first by creation (then id), ``limit`` at a time, after ``cursor``."""
+        """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time, after
+        ``cursor``."""
         check_limit(limit)
         params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else limit + 1}
         if cursor is not None:
             when, after = decode_cursor(cursor)
             params.update(before=_naive(when), before_id=after)
         sql = queries.list_sessions(
-            cwd=cwd is not None, after=cursor is not None, limit=limit is not None, order="created_at"
+            cwd=cwd is not None,
+            after=cursor is not None,
+            limit=limit is not None,
+            where=queries.TOP_LEVEL,
+            order="created_at",
         )
 
         async def read(conn: AsyncConnection) -> SessionPage:

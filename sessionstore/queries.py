@@ -39,10 +39,14 @@ __all__ = [
     "SEARCH_POSTGRESQL",
     "SESSION_COUNT",
     "SESSION_IDS",
+    "SET_PARENT",
     "SET_TITLE",
     "STAMP_SESSION",
+    "SUBAGENTS",
+    "TOP_LEVEL",
     "STORED_EVENTS",
     "STORED_EVENTS_BYTES",
+    "SUBAGENT_COUNT",
     "TOUCH_SESSION",
     "UPSERT_SESSION",
     "list_sessions",
@@ -52,12 +56,16 @@ __all__ = [
 
 FIND_SESSION = "SELECT id, revision, updated_at FROM sessions WHERE session_id = :sid"
 
-# A session written to before it was ever saved (a storage used without the registry) gets a bare row.
+# A session written to before it was ever saved (a storage used without the registry, a subagent's stream)
+# gets a bare row; ``:parent`` is the row id of the session its stream was opened from, or NULL.
 NEW_SESSION = (
-    "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title,"
+    "INSERT INTO sessions (session_id, parent, cwd, additional_directories, mcp_servers, meta, title,"
     " created_at, updated_at, released, revision)"
-    " VALUES (:sid, '.', '[]', '[]', '{}', NULL, :now, :now, 0, 0) RETURNING id"
+    " VALUES (:sid, :parent, '.', '[]', '[]', '{}', NULL, :now, :now, 0, 0) RETURNING id"
 )
+
+# An imported subagent's row, made a moment before in the same transaction, under its session's row.
+SET_PARENT = "UPDATE sessions SET parent = :parent WHERE id = :id"
 
 STAMP_SESSION = "UPDATE sessions SET updated_at = :now WHERE id = :id"
 
@@ -76,7 +84,7 @@ INSERT_EVENT = (
 
 DELETE_EVENTS_FROM = "DELETE FROM events WHERE session = :id AND position >= :position"
 
-# Its events go with it (ON DELETE CASCADE).
+# Its events and its subagents (theirs too, with their events) go with it (ON DELETE CASCADE).
 DELETE_SESSION = "DELETE FROM sessions WHERE session_id = :sid"
 
 # A record written again keeps its creation time; its events are untouched.
@@ -152,7 +160,24 @@ EVENTS_OF = (
 # event count live in the view).
 OVERVIEW = (
     "SELECT session_id, title, title_set, cwd, additional_directories, mcp_servers, meta,"
-    " created_at, updated_at, released, events FROM session_overview"
+    " created_at, updated_at, released, events, parent_id FROM session_overview"
+)
+
+# The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.
+TOP_LEVEL = "parent_id IS NULL"
+
+# A session's subagents, oldest first (through the index on sessions.parent).
+SUBAGENTS = (
+    "SELECT c.session_id FROM sessions AS c JOIN sessions AS p ON p.id = c.parent"
+    " WHERE p.session_id = :sid ORDER BY c.id"
+)
+
+# How many sessions deleting this one deletes with it: its subagents, theirs, and so on (UNION: a loop made by
+# hand ends).
+SUBAGENT_COUNT = (
+    "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE session_id = :sid"
+    " UNION SELECT s.id FROM sessions AS s JOIN tree ON s.parent = tree.id)"
+    " SELECT count(*) - 1 FROM tree"
 )
 
 
@@ -184,9 +209,11 @@ RESOLVE_PREFIX = (
     "SELECT session_id FROM sessions WHERE session_id >= :low AND session_id < :high ORDER BY session_id LIMIT 6"
 )
 
-# A hit: the session, its title (as the overview gives it), the event, and what shows where the words are.
+# A hit: the session, its title and its parent (as the overview gives them), the event, and what shows where
+# the words are.
 _HIT = (
     "SELECT s.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = s.session_id),"
+    " (SELECT o.parent_id FROM session_overview AS o WHERE o.session_id = s.session_id),"
     " e.position, e.type, e.role, "
 )
 # Full-text search, best first: over ``events_fts``, or (``table``) over the scratch index records.search

@@ -42,6 +42,7 @@ __all__ = [
     "SearchHit",
     "Stats",
     "StoredEvent",
+    "StoredSession",
     "events_of",
     "fts_query",
     "history",
@@ -91,6 +92,16 @@ class StoredEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A session as ``show`` reads it: its record, its events, and its subagents, each a ``StoredSession``,
+    oldest first."""
+
+    record: SessionRecord
+    events: list[StoredEvent]
+    subagents: list[StoredSession] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class SearchHit:
     session_id: str
     title: str | None
@@ -98,11 +109,14 @@ class SearchHit:
     type: str
     snippet: str
     role: str | None = None
+    # The session this hit's session is a subagent of (None: a session of its own).
+    parent_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "session_id": self.session_id,
             "title": self.title,
+            "parent_id": self.parent_id,
             "position": self.position,
             "type": self.type,
             "role": self.role,
@@ -223,7 +237,7 @@ def record_of(row: Sequence[Any]) -> SessionRecord:
     record is still listed, the column reads as empty, and its raw text is kept
     under ``meta["sessionstore.unreadable"][column]``, so nothing is silently lost.
     """
-    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events = row
+    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events, parent = row
     unreadable: dict[str, str] = {}
     directories = _json_column(dirs, list, "additional_directories", unreadable)
     mcp_servers = _json_column(servers, list, "mcp_servers", unreadable)
@@ -240,6 +254,7 @@ def record_of(row: Sequence[Any]) -> SessionRecord:
         created_at=stamp(created),
         updated_at=stamp(updated),
         released=bool(released),
+        parent_id=None if parent is None else str(parent),
         events=int(events),
         derived_title=title is not None and not title_set,
     )
@@ -257,12 +272,12 @@ def _json_column(text: object, kind: type, name: str, unreadable: dict[str, str]
     return kind()
 
 
-# The sessions of a file from before session_overview had every column it lists (revision 0003):
-# stored titles only, counts included.
+# The sessions of a file from before session_overview had every column it lists (revision 0006): stored
+# titles only, counts included, no subagents (nothing linked them before 0006).
 _LEGACY_OVERVIEW = (
     "(SELECT session_id, title, title IS NOT NULL AS title_set, cwd, additional_directories, mcp_servers, meta,"
-    " created_at, updated_at, released, (SELECT count(*) FROM events AS c WHERE c.session = sessions.id) AS events"
-    " FROM sessions) AS session_overview"
+    " created_at, updated_at, released, (SELECT count(*) FROM events AS c WHERE c.session = sessions.id) AS events,"
+    " NULL AS parent_id FROM sessions) AS session_overview"
 )
 
 
@@ -293,7 +308,8 @@ def session_page(
 
     By creation, not last activity: ``created_at`` never changes, so a walk
     through the pages lists every session that exists for the whole walk
-    exactly once, however sessions are written meanwhile.
+    exactly once, however sessions are written meanwhile. Subagents are not
+    listed: they belong to their session (:func:`read_session`).
     """
     check_limit(limit)
     params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else min(limit + 1, _SQL_INT_MAX)}
@@ -301,7 +317,11 @@ def session_page(
         when, after = decode_cursor(cursor)
         params.update(before=utc_text(when), before_id=after)
     sql = queries.list_sessions(
-        cwd=cwd is not None, after=cursor is not None, limit=limit is not None, order="created_at"
+        cwd=cwd is not None,
+        after=cursor is not None,
+        limit=limit is not None,
+        where=queries.TOP_LEVEL,
+        order="created_at",
     )
     rows = [record_of(row) for row in conn.execute(sql, params)]
     return page_of(rows, limit)
@@ -454,21 +474,28 @@ def _legacy_events(conn: sqlite3.Connection, sid: str) -> list[StoredEvent]:
 
 @pgdatabase.either
 def list_sessions(db: str | Path, *, cwd: str | None = None, limit: int | None = None) -> Iterator[SessionRecord]:
-    """``sessionstore list``: stored sessions newest first, streamed (the file stays open while iterated)."""
+    """``sessionstore list``: stored sessions newest first, streamed (the file stays open while iterated);
+    subagents are shown with their session (:func:`read_session`), not listed beside it."""
     check_limit(limit)
     with reading(db) as conn:
-        yield from iter_sessions(conn, cwd=cwd, limit=limit, current=is_current(conn))
+        yield from iter_sessions(conn, cwd=cwd, limit=limit, where=queries.TOP_LEVEL, current=is_current(conn))
 
 
 @pgdatabase.either
-def read_session(db: str | Path, prefix: str) -> tuple[SessionRecord, list[StoredEvent]]:
-    """``sessionstore show``: a session (by id or unique prefix) and its events, from one snapshot."""
+def read_session(db: str | Path, prefix: str) -> StoredSession:
+    """``sessionstore show``: a session (by id or unique prefix), its events and its subagents', from one
+    snapshot."""
     with reading(db) as conn:
         conn.execute("BEGIN")
-        sid = resolve(conn, prefix)
-        current = is_current(conn)
-        (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
-        return record, events_of(conn, sid, current=current)
+        return _stored_session(conn, resolve(conn, prefix), is_current(conn), set())
+
+
+def _stored_session(conn: sqlite3.Connection, sid: str, current: bool, seen: set[str]) -> StoredSession:
+    seen.add(sid)  # a loop of parents made by hand ends here
+    (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
+    children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
+    subagents = [_stored_session(conn, child, current, seen) for child in children if child not in seen]
+    return StoredSession(record, events_of(conn, sid, current=current), subagents)
 
 
 def fts_query(text: str) -> str:
@@ -517,7 +544,10 @@ def search(db: str | Path, text: str, *, raw: bool = False, limit: int = 20) -> 
                 raise UsageError(f"not a valid full-text query: {text!r} ({exc})") from None
             raise
     rows.sort(key=lambda row: row[-1])  # by rank; bm25 of the two indexes are alike enough to interleave
-    return [SearchHit(str(s), t, int(p), str(k), str(snip), role) for s, t, p, k, role, snip, _ in rows[:limit]]
+    return [
+        SearchHit(str(s), t, int(p), str(k), str(snip), role, parent)
+        for s, t, parent, p, k, role, snip, _ in rows[:limit]
+    ]
 
 
 _NEW_EVENTS = "new_events"
@@ -735,9 +765,9 @@ def _search_postgresql(conn: sqlite3.Connection, query: _Query, limit: int) -> l
     params = {"query": _tsquery(query), "limit": page}
     while len(hits) < limit:
         rows = conn.execute(queries.SEARCH_POSTGRESQL, {**params, "offset": offset}).fetchall()
-        for sid, title, position, kind, role, text in rows:
+        for sid, title, parent, position, kind, role, text in rows:
             if text is not None and _holds(query, {_fold(w) for w in _WORD.findall(text)}):
-                hits.append(SearchHit(str(sid), title, int(position), str(kind), snippet(text, query), role))
+                hits.append(SearchHit(str(sid), title, int(position), str(kind), snippet(text, query), role, parent))
         if len(rows) < page:
             break
         offset += page

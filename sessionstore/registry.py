@@ -33,7 +33,7 @@ from .errors import (
     SessionLimitError,
     UnknownSessionError,
 )
-from .storage import MemoryStorage, SessionCatalog, SessionPage, SessionRecord, Storage, StreamId
+from .storage import MemoryStorage, SessionCatalog, SessionPage, SessionRecord, Storage, StreamId, in_session
 from .stream import SessionStream
 
 __all__ = ["AgentSession", "SessionConfig", "SessionStore"]
@@ -173,6 +173,10 @@ class AgentSession:
         Raises :class:`SessionBusyError` when ``max_queued`` prompts already
         wait, and ``asyncio.CancelledError`` for a prompt that was queued when
         :meth:`cancel` ran, before it reaches the agent.
+
+        Inside, this is the session whose turn runs (:func:`~sessionstore.in_session`):
+        a stream first written during the turn, or by a task it starts, is stored
+        as one of its subagents.
         """
         if self._queued >= self.max_queued:
             raise SessionBusyError(self.session_id, self.max_queued)
@@ -187,7 +191,8 @@ class AgentSession:
                     waiting = False
                 if self._cancelled:
                     raise asyncio.CancelledError
-                yield
+                with in_session(self.stream_id):
+                    yield
         finally:
             if waiting:
                 self._queued -= 1
@@ -410,7 +415,8 @@ class SessionStore:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
-        """Sessions newest first by creation, for ACP's ``session/list``, retained ones included.
+        """Sessions newest first by creation, for ACP's ``session/list``, retained ones included; subagents
+        are not listed (they belong to their session).
 
         From the storage's records when it keeps them; otherwise only the live
         sessions of this registry can be listed.

@@ -45,6 +45,8 @@ from .storage import (
     SessionRecord,
     StreamId,
     check_limit,
+    missing_parent,
+    opened_from,
     record_row,
     session_id_of,
     storable_text,
@@ -348,14 +350,25 @@ class SQLiteStorage:
     # -- inside a write transaction -------------------------------------------------------
 
     @staticmethod
-    def _ensure_session(conn: sqlite3.Connection, sid: str, now: datetime, stamp: str) -> tuple[int, int]:
+    def _ensure_session(
+        conn: sqlite3.Connection, stream_id: StreamId, parent: StreamId | None, now: datetime, stamp: str
+    ) -> tuple[int, int]:
         """The session's (row id, revision), creating the row if needed and stamping ``updated_at``.
 
-        ``stamp`` is ``now`` as stored text, which the caller also writes on its rows.
+        A row made here is made under ``parent``'s (the session the stream was opened from, which must have
+        one; :func:`~sessionstore.storage.opened_from`). ``stamp`` is ``now`` as stored text, which the caller
+        also writes on its rows.
         """
-        row = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
+        row = conn.execute(queries.FIND_SESSION, {"sid": stream_id.hex}).fetchone()
         if row is None:
-            return int(conn.execute(queries.NEW_SESSION, {"sid": sid, "now": stamp}).fetchone()[0]), 0
+            parent_row = None
+            if parent is not None:
+                found = conn.execute(queries.FIND_SESSION, {"sid": parent.hex}).fetchone()
+                if found is None:
+                    raise missing_parent(stream_id, parent)
+                parent_row = found[0]
+            made = conn.execute(queries.NEW_SESSION, {"sid": stream_id.hex, "parent": parent_row, "now": stamp})
+            return int(made.fetchone()[0]), 0
         if row[2] < utc_text(now - UPDATED_AT_SLACK):
             conn.execute(queries.STAMP_SESSION, {"now": stamp, "id": row[0]})
         return int(row[0]), int(row[1])
@@ -392,7 +405,9 @@ class SQLiteStorage:
 
     async def save_event(self, event: Any, context: ContextLike) -> None:
         """Append one event; returns once it is committed."""
-        sid = session_id_of(context.stream.id)
+        stream_id = context.stream.id
+        sid = session_id_of(stream_id)
+        parent = opened_from(stream_id, context)
         codec = self.codec
         # Encoded now, on the caller's side: a bad event fails before any write,
         # and a mutable event is stored as it is at this call.
@@ -403,7 +418,7 @@ class SQLiteStorage:
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now = datetime.now(UTC)
             stamp = utc_text(now)
-            row_id, revision = self._ensure_session(conn, sid, now, stamp)
+            row_id, revision = self._ensure_session(conn, stream_id, parent, now, stamp)
             conn.execute(queries.APPEND_EVENT, {**row, "id": row_id, "now": stamp})
             self._written_events += 1
 
@@ -439,6 +454,7 @@ class SQLiteStorage:
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
         sid = session_id_of(stream_id)
+        parent = opened_from(stream_id)
         new = list(events)
         codec = self.codec
         encode = codec.encode
@@ -452,7 +468,7 @@ class SQLiteStorage:
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now_dt = datetime.now(UTC)
             now = utc_text(now_dt)
-            row_id, revision = self._ensure_session(conn, sid, now_dt, now)
+            row_id, revision = self._ensure_session(conn, stream_id, parent, now_dt, now)
             cached = self._cached(sid, row_id, revision)
             keep = 0
             # The file's (type, payload) rows, when this process's cache cannot stand for them.
@@ -518,7 +534,8 @@ class SQLiteStorage:
         self._written()
 
     async def drop_history(self, stream_id: StreamId) -> None:
-        """Delete the session and all its events, unrecoverably, from the file, its index and its log."""
+        """Delete the session, its subagents and all their events, unrecoverably, from the file, its index and its
+        log."""
         sid = session_id_of(stream_id)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
@@ -583,6 +600,7 @@ class SQLiteStorage:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
-        """Sessions newest first by creation (then id), ``limit`` at a time (see :func:`records.session_page`)."""
+        """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time (see
+        :func:`records.session_page`)."""
         check_limit(limit)
         return await self._read(lambda conn: records.session_page(conn, cwd=cwd, cursor=cursor, limit=limit))

@@ -14,16 +14,20 @@ import base64
 import binascii
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
 
-from .errors import EventEncodeError, InvalidSessionIdError
+from .errors import EventEncodeError, InvalidSessionIdError, ParentSessionMissingError
 from .events import BaseEvent, UserMessage
 
 __all__ = [
+    "CURRENT_SESSION",
+    "SESSION_DEPENDENCY",
     "EventContext",
     "History",
     "MemoryStorage",
@@ -33,6 +37,8 @@ __all__ = [
     "Storage",
     "StreamId",
     "StreamRef",
+    "in_session",
+    "opened_from",
 ]
 
 StreamId: TypeAlias = UUID
@@ -48,6 +54,57 @@ def session_id_of(stream_id: object) -> str:
     if isinstance(stream_id, UUID):
         return stream_id.hex
     raise InvalidSessionIdError(f"a stream id must be a uuid.UUID, got {type(stream_id).__name__}: {stream_id!r}")
+
+
+# -- which session a new stream belongs to ----------------------------------------------------------
+
+CURRENT_SESSION: ContextVar[StreamId | None] = ContextVar("sessionstore_current_session", default=None)
+"""The session whose turn this task runs (or that started this task): set for the length of a turn by what
+runs turns (:meth:`AgentSession.turn`, ``DurableACPAgent``'s prompts, :func:`in_session`). A task inherits
+it from the task that created it, so a background task a turn spawned still names its session after the
+turn has ended."""
+
+SESSION_DEPENDENCY = "sessionstore.session"
+"""The key under which a context's ``dependencies`` (AG2's ``Context``) name the stream it last wrote to."""
+
+
+@contextmanager
+def in_session(stream_id: StreamId) -> Iterator[None]:
+    """Run a turn of ``stream_id``'s session: a stream first written in it (or in a task it starts) is stored as
+    a subagent of that session, listed under it and deleted with it."""
+    token = CURRENT_SESSION.set(stream_id)
+    try:
+        yield
+    finally:
+        CURRENT_SESSION.reset(token)
+
+
+def opened_from(stream_id: StreamId, context: object = None) -> StreamId | None:
+    """The session a write to ``stream_id`` comes from (``None``: a session of its own), for a stream with no row.
+
+    AG2 hands a subagent a copy of its parent's ``dependencies`` (``run_task``: ``parent_context.dependencies
+    .copy()``, for ``subagent_tool``, ``background_agent_tool`` and ``Agent``'s own subtasks alike), and every
+    write with such a context marks them with its own stream (under :data:`SESSION_DEPENDENCY`), so a subagent's
+    first write finds its direct parent there, however deeply nested. A context without them (a stream opened
+    without its parent's dependencies, or written by sessionstore's own registry) falls back on
+    :data:`CURRENT_SESSION`, the session whose turn is running. Either is only read when the stream's row is
+    made: a stream that has a row keeps its place.
+    """
+    dependencies = getattr(context, "dependencies", None)
+    named = None
+    if isinstance(dependencies, dict):
+        named = dependencies.get(SESSION_DEPENDENCY)
+        dependencies[SESSION_DEPENDENCY] = stream_id  # what the contexts copied from this one will name
+    parent = named if isinstance(named, UUID) else CURRENT_SESSION.get()
+    return None if parent is None or parent == stream_id else parent
+
+
+def missing_parent(stream_id: StreamId, parent: StreamId) -> ParentSessionMissingError:
+    """The error for a stream opened from a session that has no row (deleted meanwhile, or never stored)."""
+    return ParentSessionMissingError(
+        f"stream {stream_id.hex} was opened from session {parent.hex}, which is not stored (deleted, or never"
+        " written): its events would belong to no conversation, so nothing was written"
+    )
 
 
 class StreamRef(Protocol):
@@ -98,6 +155,11 @@ class SessionRecord:
     ``released`` is true once the registry let the session go with its history
     retained, so it can be listed and resumed by a later process.
 
+    ``parent_id`` is the id of the session this one's stream was opened from
+    (an AG2 subagent's; ``None`` for a session of its own). The storage sets it
+    when the stream's row is made (see :func:`opened_from`) and never changes
+    it: a saved record ignores it.
+
     Listings fill in two more: ``events`` (how many the session has) and
     ``derived_title`` (true when ``title`` was made from the first user message
     by :func:`derive_title` because none was set). A record that is saved
@@ -113,6 +175,7 @@ class SessionRecord:
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     updated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     released: bool = False
+    parent_id: str | None = None
     events: int | None = None
     derived_title: bool = False
 
@@ -148,7 +211,7 @@ class SessionCatalog(Protocol):
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
-        """Sessions newest first by creation, ``limit`` at a time, from after ``cursor``.
+        """Sessions of their own (not subagents) newest first by creation, ``limit`` at a time, from after ``cursor``.
 
         By creation time, which never changes: paging through while sessions
         are written lists each session that exists for the whole walk exactly once.
@@ -283,31 +346,44 @@ class MemoryStorage:
 
     async def save_event(self, event: BaseEvent, context: ContextLike) -> None:
         stream_id = context.stream.id
+        self._ensure_record(stream_id, opened_from(stream_id, context))
         self._events[stream_id].append(event)
-        self._ensure_record(stream_id)
 
     async def get_history(self, stream_id: StreamId) -> Iterable[BaseEvent]:
         return list(self._events.get(stream_id, ()))
 
     async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None:
-        self._events[stream_id] = list(events)
-        self._ensure_record(stream_id)
+        new = list(events)
+        self._ensure_record(stream_id, opened_from(stream_id))
+        self._events[stream_id] = new
 
     async def drop_history(self, stream_id: StreamId) -> None:
-        self._events.pop(stream_id, None)
-        self._records.pop(stream_id, None)
+        """Delete the session, its subagents (theirs too) and all their events."""
+        doomed = [stream_id]
+        for parent in doomed:  # grows as it goes: every generation below
+            doomed += [r.stream_id for r in self._records.values() if r.parent_id == parent.hex]
+        for gone in doomed:
+            self._events.pop(gone, None)
+            self._records.pop(gone, None)
 
-    def _ensure_record(self, stream_id: StreamId) -> None:
+    def _ensure_record(self, stream_id: StreamId, parent: StreamId | None) -> None:
+        """Stamp the session's record, made first if missing (under ``parent``, which must have one)."""
         record = self._records.get(stream_id)
         now = datetime.now(UTC)
-        if record is None:
-            self._records[stream_id] = SessionRecord(session_id=stream_id.hex, created_at=now, updated_at=now)
-        else:
+        if record is not None:
             self._records[stream_id] = replace(record, updated_at=now)
+            return
+        if parent is not None and parent not in self._records:
+            raise missing_parent(stream_id, parent)
+        parent_id = None if parent is None else parent.hex
+        self._records[stream_id] = SessionRecord(
+            session_id=stream_id.hex, created_at=now, updated_at=now, parent_id=parent_id
+        )
 
     async def save_session(self, record: SessionRecord) -> None:
         record_row(record)  # the same rule as every storage: refused here what a file would refuse
-        self._records[record.stream_id] = record
+        stored = self._records.get(record.stream_id)
+        self._records[record.stream_id] = replace(record, parent_id=None if stored is None else stored.parent_id)
 
     async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
         return self._records.get(stream_id)
@@ -329,6 +405,7 @@ class MemoryStorage:
         check_limit(limit)
         after = decode_cursor(cursor) if cursor is not None else None
         rows = sorted(self._records.values(), key=lambda r: (r.created_at, r.session_id), reverse=True)
+        rows = [r for r in rows if r.parent_id is None]  # a subagent is listed with its session, not beside it
         if cwd is not None:
             rows = [r for r in rows if r.cwd == cwd]
         if after is not None:

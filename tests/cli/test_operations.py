@@ -31,11 +31,11 @@ async def test_functions_work_beside_an_open_storage(tmp_path: Path) -> None:
         hits = records.search(db, "expects UTC")
         assert [(h.session_id, h.position, h.type) for h in hits] == [(sid, 4, "model_message")]
         # The unknown event stays byte-for-byte what was stored, and the storage still decodes it.
-        _, events = records.read_session(db, sid)
+        events = records.read_session(db, sid).events
         assert events[-1].type == "myapp.handoff" and events[-1].payload == '{"to_agent":"reviewer"}'
         assert isinstance(history[-1], UnknownEvent)
 
-        assert admin.delete_sessions(db, [sid[:8]]) == [sid]
+        assert admin.delete_sessions(db, [sid[:8]]) == [(sid, 0)]
         assert await storage.get_history(UUID(hex=sid)) == []  # the storage sees the delete, cache or not
         with pytest.raises(NoSuchSessionError, match="no session matches"), records.reading(db) as conn:
             records.resolve(conn, sid[:8])

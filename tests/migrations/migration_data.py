@@ -117,7 +117,9 @@ def fill_described(conn: sqlite3.Connection) -> None:
 def fill_linked(conn: sqlite3.Connection) -> None:
     """:func:`fill_described`, the last session a subagent of the one before it (0006 on)."""
     fill_described(conn)
-    conn.execute("UPDATE sessions SET parent = (SELECT max(id) - 1 FROM sessions) WHERE id = (SELECT max(id) FROM sessions)")
+    conn.execute(
+        "UPDATE sessions SET parent = (SELECT max(id) - 1 FROM sessions) WHERE id = (SELECT max(id) FROM sessions)"
+    )
 
 
 # How to fill a file at each revision. The upgrade test builds every revision

@@ -235,6 +235,6 @@ async def test_the_functions_work_from_async_code_too(pg_url: str, tmp_path: Pat
 
     _, (sid,) = await asyncio.to_thread(twins, tmp_path, pg_url, [Spec(conversation())])
     assert [r.session_id for r in records.list_sessions(pg_url)] == [sid]
-    record, events = await asyncio.to_thread(records.read_session, pg_url, sid[:6])
-    assert record.session_id == sid and len(events) == len(conversation())
+    stored = await asyncio.to_thread(records.read_session, pg_url, sid[:6])
+    assert stored.record.session_id == sid and len(stored.events) == len(conversation())
     assert [h.position for h in records.search(pg_url, "fixture")] == [4]
