@@ -1,11 +1,15 @@
 """Export and import: sessions as JSON Lines, out of one database and into another.
 
-The format: a header ``{"format": "sessionstore-export", "version": 2}``, then
+The format: a header ``{"format": "sessionstore-export", "version": 3}``, then
 per session a ``{"kind": "session", ...}`` line followed by one
 ``{"kind": "event", ...}`` line per event, the payload as the stored JSON text
 verbatim (lossless, even for event types this version cannot decode), with
-the role and text its codec gave it. Version 1 files (no role and text) are
-read too: their events are sessionstore's own, described as its codec does.
+the role and text its codec gave it. A subagent's session line names the
+session it was opened from (``parent_id``, ``null`` for a session of its own)
+and comes after that session's lines: exporting a session exports its
+subagents with it. Version 2 files (no ``parent_id``: every session one of
+its own) and version 1 files (no role and text either) are read too: version
+1's events are sessionstore's own, described as its codec does.
 
 An export is read from one snapshot, so one taken while an agent writes is
 consistent. An import checks the whole file before it touches the database:
@@ -49,9 +53,9 @@ Progress: TypeAlias = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while a long operation runs."""
 
 EXPORT_FORMAT = "sessionstore-export"
-EXPORT_VERSION = 2
-# Versions import reads: 1 had no role and text per event.
-_READABLE_VERSIONS = (1, 2)
+EXPORT_VERSION = 3
+# Versions import reads: 1 had no role and text per event, 2 no parent_id per session.
+_READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +69,45 @@ class ImportSummary:
 # -- export -----------------------------------------------------------------------------------------
 
 
+def _with_subagents(conn: sqlite3.Connection, ids: Sequence[str], current: bool) -> list[str]:
+    """The sessions named and all their subagents, each after the session it was opened from (so an import,
+    which reads in order, finds every parent before its subagents); otherwise in the order named."""
+    found: list[str] = []
+    seen: set[str] = set()
+    pending = list(reversed(ids))
+    while pending:
+        sid = pending.pop()
+        if sid in seen:
+            continue
+        seen.add(sid)
+        found.append(sid)
+        if current:
+            pending += reversed([str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})])
+    parents = {sid: _parent_of(conn, sid, current) for sid in found}
+    children: dict[str | None, list[str]] = {}
+    for sid in found:
+        children.setdefault(parents[sid] if parents[sid] in seen else None, []).append(sid)
+    ordered: list[str] = []
+    pending = list(reversed(children.get(None, [])))
+    while pending:
+        sid = pending.pop()
+        ordered.append(sid)
+        pending += reversed(children.get(sid, []))
+    return ordered
+
+
+def _parent_of(conn: sqlite3.Connection, sid: str, current: bool) -> str | None:
+    record = records.load_session(conn, sid, current=current)
+    return None if record is None else record.parent_id
+
+
 def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress: Progress | None) -> Iterator[str]:
     def dump(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
 
     current = records.is_current(conn)
+    # Every session: in the order the rows were made, in which a session comes before the subagents opened
+    # from it (their rows are made under its).
     if ids is None:
         ids = [str(r[0]) for r in conn.execute(queries.SESSION_IDS)]
     yield dump({"format": EXPORT_FORMAT, "version": EXPORT_VERSION})
@@ -88,6 +126,7 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
                 "created_at": record.created_at.isoformat(),
                 "updated_at": record.updated_at.isoformat(),
                 "released": record.released,
+                "parent_id": record.parent_id,
             }
         )
         for event in records.events_of(conn, sid, current=current):
@@ -116,7 +155,8 @@ def export_sessions(
     *,
     progress: Progress | None = None,
 ) -> int:
-    """``sessionstore export``: the sessions (all when ``prefixes`` is None) as JSON Lines; returns how many.
+    """``sessionstore export``: the sessions (all when ``prefixes`` is None) and their subagents as JSON Lines;
+    returns how many.
 
     Written where the caller points: a regular file (or a new one) is replaced
     whole or not at all (a temporary file beside it, renamed into place); a
@@ -129,6 +169,8 @@ def export_sessions(
     with records.reading(path) as conn:
         conn.execute("BEGIN")
         ids = records.resolve_all(conn, prefixes) if prefixes is not None else None
+        if ids is not None:
+            ids = _with_subagents(conn, ids, records.is_current(conn))
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
         lines = _export_lines(conn, ids, progress)
         if named is not None and target is not None:
@@ -201,9 +243,12 @@ class _ImportSession:
     line: int
     row: tuple[Any, ...]
     events: list[tuple[int, str, str, str | None, str | None, str | None, str]] = field(default_factory=list)
+    # The session it is a subagent of, and whether that one's lines come before its own in the file.
+    parent: str | None = None
+    parent_earlier: bool = False
 
 
-_SESSION_FIELDS = {"kind", "session_id", "created_at", "updated_at", "title"}
+_SESSION_FIELDS = {"kind", "session_id", "created_at", "updated_at", "title", "parent_id"}
 # Fields that may be left out of a hand-written file, with the type each must have and its default.
 _SESSION_DEFAULTS: tuple[tuple[str, type, Any], ...] = (
     ("cwd", str, "."),
@@ -277,6 +322,16 @@ def _session_line(obj: dict[str, Any], seen: set[str]) -> tuple[Any, ...]:
     except StorageError as exc:
         raise _BadLine(str(exc)) from None
     return tuple(row[column] for column in _SESSION_COLUMNS)
+
+
+def _parent_line(obj: dict[str, Any]) -> str | None:
+    """A session line's ``parent_id``: the 32-hex id of another session, or null (also when left out)."""
+    parent = obj.get("parent_id")
+    if parent is not None and (not isinstance(parent, str) or re.fullmatch(r"[0-9a-f]{32}", parent) is None):
+        raise _BadLine(f"parent_id must be 32 lowercase hex digits or null, got {parent!r}")
+    if parent is not None and parent == obj.get("session_id"):
+        raise _BadLine("parent_id names the session itself")
+    return parent
 
 
 def _event_line(
@@ -390,12 +445,13 @@ def _read_export(path: Path, *, postgres: bool = False, shown: str | None = None
                     version = int(obj["version"])
                 elif obj.get("kind") == "session":
                     row = _session_line(obj, seen)
+                    parent = _parent_line(obj)
                     if postgres:
                         _no_nul({"cwd": row[1], "title": row[5]}, "session's")
                     if current is not None:
                         yield current
                     seen.add(row[0])
-                    current = _ImportSession(number, row)
+                    current = _ImportSession(number, row, parent=parent, parent_earlier=parent in seen)
                 elif obj.get("kind") == "event":
                     event = _event_line(obj, current, version)
                     if postgres:
@@ -433,13 +489,34 @@ def _outcome(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> s
     return "replaced"
 
 
+def _parent_row(conn: sqlite3.Connection, item: _ImportSession) -> int | None:
+    """The row id of the session ``item`` is a subagent of (None: one of its own), which must be stored by now:
+    checked for every session before anything is written, and again as each is written."""
+    if item.parent is None:
+        return None
+    found = conn.execute(queries.FIND_SESSION, {"sid": item.parent}).fetchone()
+    if found is not None:
+        return int(found[0])
+    what = f"session {item.row[0]} (line {item.line}) is a subagent of session {item.parent}, which"
+    if not item.parent_earlier:
+        raise ImportConflictError(f"{what} is neither earlier in the file nor stored; nothing was imported")
+    raise ImportConflictError(
+        f"{what} was no longer stored when it was written (deleted meanwhile, or replaced along with its own"
+        " session); the import stopped at that line"
+    )
+
+
 def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> str:
     outcome = _outcome(conn, item, replace)
     if outcome == "unchanged":
         return outcome
     if outcome == "replaced":
+        # Replaced with the file's copy: its subagents too (those the file has come after it, and are added again).
         conn.execute(queries.DELETE_SESSION, {"sid": item.row[0]})
+    parent = _parent_row(conn, item)
     row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]
+    if parent is not None:
+        conn.execute(queries.SET_PARENT, {"id": row_id, "parent": parent})
     conn.executemany(
         queries.INSERT_EVENT,
         [{"id": row_id, **dict(zip(_EVENT_COLUMNS, event, strict=True))} for event in item.events],
@@ -529,9 +606,11 @@ def _import_into(
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
     events = 0
     with writable(path) as conn:
-        if not replace:  # a conflict anywhere is found before anything is written
-            for item in _read_export(source, shown=shown):
-                _outcome(conn, item, replace)
+        # A conflict anywhere is found before anything is written: different events (unless replacing), or a
+        # subagent whose session is neither earlier in the file nor stored.
+        for item in _read_export(source, shown=shown):
+            if _outcome(conn, item, replace) != "unchanged" and not item.parent_earlier:
+                _parent_row(conn, item)
 
         def apply(conn: sqlite3.Connection, item: _ImportSession) -> tuple[str, int]:
             return _import_one(conn, item, replace), len(item.events)

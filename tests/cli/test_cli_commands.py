@@ -123,7 +123,7 @@ def test_export_needs_ids_or_all(call: Call, tmp_path: Path) -> None:
     done = call("--db", db, "export")
     assert (done.code, done.err) == (1, "sessionstore: error: give session ids to export, or --all\n")
     header, session, event = call("--db", db, "export", "--all").out.splitlines()
-    assert json.loads(header) == {"format": "sessionstore-export", "version": 2}
+    assert json.loads(header) == {"format": "sessionstore-export", "version": 3}
     assert json.loads(session)["kind"] == "session"
     assert json.loads(event)["payload"] == '{"content":"a"}'  # the stored text, verbatim
 

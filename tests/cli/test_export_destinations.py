@@ -12,7 +12,7 @@ from _clitools import Run, Spec, fingerprint, write_db
 
 from sessionstore import UserMessage
 
-HEADER = '{"format":"sessionstore-export","version":2}'
+HEADER = '{"format":"sessionstore-export","version":3}'
 
 
 def exported(sessionstore: Run, db: Path, out: Path | str) -> tuple[int, str]:

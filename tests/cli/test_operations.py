@@ -72,7 +72,7 @@ YEAR_ONE = '"created_at":"0001-01-01T00:00:00+05:00"'
     [
         (lambda lines: ["not json", *lines[1:]], "line 1: not a JSON object"),
         (lambda lines: lines[1:], "line 1: not a sessionstore export"),
-        (lambda lines: ['{"format": "sessionstore-export", "version": 3}', *lines[1:]], "format version 3"),
+        (lambda lines: ['{"format": "sessionstore-export", "version": 4}', *lines[1:]], "format version 4"),
         (lambda lines: [*lines, lines[1]], "appears twice"),
         (lambda lines: [lines[0], lines[1], lines[3], lines[2]], "line 4: position must be an integer above 1 and "),
         # Values the storage itself would refuse are refused here too, each naming its line.
@@ -126,7 +126,7 @@ def test_export_keeps_every_record_field(tmp_path: Path) -> None:
     out = tmp_path / "dump.jsonl"
     transfer.export_sessions(db, out)
     header, session, event = (json.loads(line) for line in out.read_text().splitlines())
-    assert header == {"format": "sessionstore-export", "version": 2}
+    assert header == {"format": "sessionstore-export", "version": 3}
     assert set(session) == {
         "kind",
         "session_id",
@@ -138,6 +138,7 @@ def test_export_keeps_every_record_field(tmp_path: Path) -> None:
         "created_at",
         "updated_at",
         "released",
+        "parent_id",
     }
     assert (session["cwd"], session["meta"], session["title"]) == ("/x", {"client": "zed", "n": [1, 2]}, "T")
     assert set(event) == {
