@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib.metadata
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
 import acp
@@ -53,7 +54,7 @@ from pydantic import BaseModel
 from ..errors import StorageError
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
-from ..storage import SessionCatalog, SessionRecord, Storage
+from ..storage import SessionCatalog, SessionRecord, Storage, in_session
 from .codec import AG2Codec
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = ["SET_TITLE_METHOD", "TESTED_AG2_VERSIONS", "DurableACPAgent"]
 
 logger = logging.getLogger(__name__)
+
+Prompt = TypeVar("Prompt", bound=Callable[..., Awaitable[Any]])
 
 TESTED_AG2_VERSIONS = ("1.2.1",)
 """AG2 releases the "AG2 internals" block below was read against and tested with.
@@ -121,6 +124,26 @@ def _parse_id(session_id: object) -> UUID:
         return UUID(session_id)
     except ValueError:
         raise _not_found(session_id) from None
+
+
+def _in_its_session(prompt: Prompt) -> Prompt:
+    """Run a ``session/prompt`` handler inside its session (:func:`~sessionstore.in_session`).
+
+    AG2 runs the turn in a task it creates inside the handler, and a background subagent in a task created
+    inside that one; each inherits the session from the task that made it. So a subagent AG2 opens without
+    handing it the turn's dependencies is still stored under this session, not beside it.
+    """
+
+    @functools.wraps(prompt)
+    async def in_session_of(self: Any, session_id: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            stream_id = UUID(session_id)
+        except (TypeError, ValueError, AttributeError):
+            return await prompt(self, session_id, *args, **kwargs)  # AG2's own answer for a bad id
+        with in_session(stream_id):
+            return await prompt(self, session_id, *args, **kwargs)
+
+    return cast(Prompt, in_session_of)
 
 
 # -- AG2 internals -------------------------------------------------------------------------------------------------
@@ -442,6 +465,7 @@ class _DurableScope(_ConnectionScope):
             next_cursor=page.next_cursor,
         )
 
+    @_in_its_session
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
         """AG2's turn; when it ends (done, cancelled or failed), ``updatedAt`` is stamped and sent to the client.
 
