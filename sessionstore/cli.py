@@ -187,6 +187,8 @@ def print_transcript(stored: records.StoredSession, *, everything: bool = False)
     """A session's header and transcript, with each subagent's transcript nested where it started."""
     summary = stored.record
     state = "released" if summary.released else "held by a registry (or its process ended without letting go)"
+    if summary.parent_id is not None:
+        state = "a subagent: kept and deleted with its session"
     out = _Lines()
     out.line(f"session  {summary.session_id}")
     if summary.parent_id is not None:

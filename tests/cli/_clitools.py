@@ -17,6 +17,7 @@ from uuid import UUID, uuid4
 
 from sessionstore import (
     BaseEvent,
+    EventContext,
     ModelMessage,
     SessionStore,
     SQLiteStorage,
@@ -25,6 +26,7 @@ from sessionstore import (
     ToolResult,
     UnknownEvent,
     UserMessage,
+    in_session,
 )
 
 TIMEOUT = 120.0  # only stops a hung child from hanging CI; nothing measures time
@@ -83,6 +85,49 @@ async def write_db_async(path: Path, specs: Sequence[Spec]) -> list[str]:
 def write_db(path: Path, specs: Sequence[Spec]) -> list[str]:
     """Write ``specs`` with SQLiteStorage + SessionStore (the way an agent would); returns the session ids."""
     return asyncio.run(write_db_async(path, specs))
+
+
+@dataclass(frozen=True)
+class Family:
+    """A session with a subagent that has one of its own, and another session (the ids, 32 hex digits)."""
+
+    session: str
+    subagent: str
+    nested: str
+    other: str
+
+
+async def write_family_async(path: Path) -> Family:
+    """A session whose turn opens a subagent (the way AG2's run_task writes one: a new stream on the session's
+    storage), whose own turn opens another; then a second session. Written by SQLiteStorage + SessionStore."""
+    subagent, nested = uuid4(), uuid4()
+    async with SQLiteStorage(path) as storage:
+        store = SessionStore(storage=storage, retain_history=True)
+        session = await store.create(cwd="/orchard")
+        stream = store.stream(session)
+
+        async def say(stream_id: UUID, event: BaseEvent) -> None:
+            await storage.save_event(event, EventContext.for_stream(stream_id))
+
+        async with session.turn():
+            await stream.send(UserMessage("Plan the orchard survey"))
+            await stream.send(ToolCall(call_id="t1", name="task_counter", arguments={"objective": "count"}))
+            await say(subagent, UserMessage("Count the kumquat trees"))
+            with in_session(subagent):  # the subagent's own turn
+                await say(nested, UserMessage("Double-check the quokka census"))
+                await say(nested, ModelMessage("The quokka census is confirmed"))
+            await say(subagent, ModelMessage("There are 12 kumquat trees"))
+            await stream.send(ToolResult(call_id="t1", content="There are 12 kumquat trees"))
+            await stream.send(ModelMessage("Survey planned"))
+        other = await store.create(cwd="/orchard")
+        async with other.turn():
+            await store.stream(other).send(UserMessage("Water the loquats"))
+        await store.aclose()  # retained, released
+    return Family(session.session_id, subagent.hex, nested.hex, other.session_id)
+
+
+def write_family(path: Path) -> Family:
+    return asyncio.run(write_family_async(path))
 
 
 def fingerprint(db: Path) -> dict[str, str | None]:
