@@ -10,16 +10,20 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from uuid import UUID, uuid4
 
 import pytest
 from migration_data import FILLERS, sha256, snapshot
 
 from sessionstore import (
+    EventContext,
     MigrationError,
     SchemaError,
     SchemaOutOfDateError,
     SchemaTooNewError,
     SQLiteStorage,
+    UserMessage,
+    in_session,
     migrate,
 )
 from sessionstore.codec import legacy_description
@@ -295,3 +299,48 @@ def test_0005_marks_what_0004_indexed_and_a_downgrade_indexes_what_was_not_yet(b
         conn.execute("INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 1)")
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "events_fts_progress" not in tables
+
+
+async def test_0006_upgrades_a_0005_file_in_place_and_links_the_subagents_written_from_then_on(built: Build) -> None:
+    """A 0005 file holding conversations: upgraded on open, every row kept, every old session one of its own (nothing
+    recorded which stream started which); a subagent written afterwards is linked, listed with its session, deleted
+    with it; and the file goes back down to 0005 with what it then holds."""
+    path = built("0005")
+    before = rows_of(path)
+    sessions = [UUID(hex=str(row[1])) for row in before["sessions"]]
+    subagent = uuid4()
+    async with SQLiteStorage(path) as storage:
+        listed = (await storage.list_sessions()).sessions
+        assert {r.session_id for r in listed} == {s.hex for s in sessions}
+        assert all(r.parent_id is None for r in listed)
+        with in_session(sessions[0]):
+            await storage.save_event(UserMessage("a subagent after the upgrade"), EventContext.for_stream(subagent))
+        record = await storage.load_session(subagent)
+        assert record is not None and record.parent_id == sessions[0].hex
+        assert len((await storage.list_sessions()).sessions) == 4
+
+    assert migrate.current(path) == "0006"
+    (backup,) = backups(path)
+    assert migrate.current(backup) == "0005" and rows_of(backup) == before
+    after = rows_of(path)
+    assert after["sessions"][:4] == before["sessions"] and after["events"][: len(before["events"])] == before["events"]
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT session_id, parent FROM sessions WHERE parent IS NOT NULL").fetchall() == [
+            (subagent.hex, 1)
+        ]
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+
+    migrate.downgrade(path, "0005")  # the subagent is a session of its own again; nothing is lost
+    assert rows_of(path) == after
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert "parent" not in {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+        assert "parent_id" not in {row[1] for row in conn.execute("PRAGMA table_info(session_overview)")}
+
+    async with SQLiteStorage(path) as storage:  # up again on open; deleting the old session now leaves it alone
+        await storage.drop_history(sessions[0])
+        assert await storage.load_session(subagent) is not None
+        with in_session(sessions[1]):
+            await storage.save_event(UserMessage("linked again"), EventContext.for_stream(subagent := uuid4()))
+        await storage.drop_history(sessions[1])  # and a subagent linked since goes with its session
+        assert await storage.load_session(subagent) is None
+        assert len((await storage.list_sessions()).sessions) == 3
