@@ -175,7 +175,7 @@ def measure(sizes: Sizes, fresh: Fresh, cache: bool, progress: Any) -> CliSectio
 
     def show() -> Sample:
         start = time.perf_counter()
-        _, events = records.read_session(path, prefix)
+        events = records.read_session(path, prefix).events
         elapsed = time.perf_counter() - start
         assert len(events) == sizes.cli_events
         return {"q_show": elapsed * 1000}
@@ -201,7 +201,7 @@ def measure(sizes: Sizes, fresh: Fresh, cache: bool, progress: Any) -> CliSectio
 
     ours = sessionstore_command()
     theirs = tool("sqlite-utils")
-    list_sql = queries.list_sessions(cwd=False, after=False, limit=True)
+    list_sql = queries.list_sessions(cwd=False, after=False, limit=True, where=queries.TOP_LEVEL)  # what list runs
     commands = {
         "ss_list": [*ours, "--db", str(path), "list", "-n", "20"],
         "ss_show": [*ours, "--db", str(path), "show", prefix],

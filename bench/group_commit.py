@@ -52,7 +52,7 @@ def session_row(conn: sqlite3.Connection, sid: str) -> int:
     found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
     if found is not None:
         return int(found[0])
-    return int(conn.execute(queries.NEW_SESSION, {"sid": sid, "now": NOW}).fetchone()[0])
+    return int(conn.execute(queries.NEW_SESSION, {"sid": sid, "parent": None, "now": NOW}).fetchone()[0])
 
 
 Append = Callable[[str], Awaitable[None]]
@@ -69,7 +69,7 @@ async def statement_hops(path: Path) -> tuple[Append, Callable[[], Awaitable[Non
             cursor = await conn.execute(queries.FIND_SESSION, {"sid": sid})
             found = await cursor.fetchone()
             if found is None:
-                cursor = await conn.execute(queries.NEW_SESSION, {"sid": sid, "now": NOW})
+                cursor = await conn.execute(queries.NEW_SESSION, {"sid": sid, "parent": None, "now": NOW})
                 found = await cursor.fetchone()
             assert found is not None
             await conn.execute(queries.APPEND_EVENT, {**ROW, "id": found[0], "now": NOW})
