@@ -1,6 +1,6 @@
 """Subagents on PostgreSQL (issue 19): a family of sessions moved from a SQLite file by export and import keeps its
 links, and every command answers as on the file (the installed script, a real server). The storage's own writes
-on PostgreSQL are in ``tests/storage/test_subagents.py``."""
+on PostgreSQL are in ``tests/storage/test_storage_subagents.py``."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A stream first written from inside a session's turn (or from a task the turn started) is stored linked to that
 session; a context carrying AG2's ``dependencies`` names its direct parent however deep; listing shows sessions
 of their own only; deleting or closing a session takes its subagents with it; a subagent of a session that is
-gone writes nothing. AG2's own subagent tools are in ``tests/ag2/test_subagents.py``.
+gone writes nothing. AG2's own subagent tools are in ``tests/ag2/test_ag2_subagents.py``.
 """
 
 from __future__ import annotations
