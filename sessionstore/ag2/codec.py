@@ -319,6 +319,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.UnsafeFileError,
                 errors.DatabaseUnavailableError,
                 errors.NotOnPostgreSQLError,
+                errors.ParentSessionMissingError,
             )
         },
     }
