@@ -182,7 +182,7 @@ def test_a_damaged_export_is_imported_exactly_or_refused_with_its_line(
     for obj in sessions:
         events = [e for e in claimed if e.get("kind") == "event" and e["session_id"] == obj["session_id"]]
         assert stored[obj["session_id"]].events == len(events)
-        _, read = records.read_session(target, obj["session_id"])
+        read = records.read_session(target, obj["session_id"]).events
         assert [(e.position, e.type, e.payload) for e in read] == [
             (e["position"], e["type"], e["payload"]) for e in events
         ]
