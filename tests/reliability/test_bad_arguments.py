@@ -184,8 +184,10 @@ class NotRegistered(BaseEvent):
         ToolCall(call_id="c", name="n", arguments={"f": lambda: None}),
         NotRegistered(),
         "not an event",
+        # Was a plain ValueError: Python refuses to write an int of more than 4,300 digits.
+        ToolResult(call_id="c", content=10**5000),
     ],
-    ids=["object", "set", "function", "unregistered", "str"],
+    ids=["object", "set", "function", "unregistered", "str", "huge-int"],
 )
 async def test_unencodable_events_are_refused_and_nothing_written(storage: SQLiteStorage, bad: Any) -> None:
     stream_id = uuid4()
