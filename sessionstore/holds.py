@@ -91,7 +91,8 @@ class Holds:
             return False
         with self._lock:
             answer = fcntl.fcntl(self._descriptor(), fcntl.F_OFD_GETLK, _flock(fcntl.F_WRLCK, _offset(session)))
-        return struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK
+        kind: int = struct.unpack(_FLOCK, answer)[0]
+        return kind != fcntl.F_UNLCK
 
     def close(self) -> None:
         """Let every hold go (closing the descriptor drops its locks)."""
