@@ -9,9 +9,11 @@ as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
 * every session has a row (context, title, times, released flag) kept in step
   with AG2's own registry, so ``session/list`` can list sessions of earlier
   processes and ``sessionstore list``/``prune`` see them too;
-* ``session/list``, ``session/resume`` and ``session/close`` are served (resume
-  and close are routed by the SDK only with its unstable protocol on, so the
-  agent serves with it on), and a title can be set with the extension method
+* ``session/list``, ``session/resume`` and ``session/close`` are served on every
+  connection, however it was made (resume and close are routed by the SDK only
+  with its unstable protocol on, which AG2's ``serve``, behind ``run_stdio`` and
+  ``ag2.acp.testing.connect``, leaves off: the agent turns it on for its own
+  connection), and a title can be set with the extension method
   ``_sessionstore/set_title``. ``session/delete`` has no route in the SDK
   (0.12); ``sessionstore delete ID`` deletes a session from the file.
 
@@ -29,7 +31,6 @@ import importlib.metadata
 import logging
 import os
 import signal
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -37,14 +38,15 @@ from uuid import UUID
 
 import acp
 from acp import schema
-from acp.agent.connection import AgentSideConnection
+from acp.agent.router import build_agent_router
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+from acp.router import MessageRouter
 from acp.stdio import stdio_streams
 from ag2 import Agent
 from ag2.acp import ACPAgent, SessionConfig
 from ag2.acp.agent import _ConnectionScope  # AG2 internals: see the block below
 from ag2.acp.executor import heal_cancelled_turn, isolate_variables
-from ag2.acp.guard import guard_router
+from ag2.acp.guard import serve as ag2_serve
 from ag2.acp.sessions import AgentSession, SessionLimitError, SessionStore, UnknownSessionError
 from ag2.agent import _get_stream_turn_lock  # AG2 internals: see the block below
 from ag2.history import unanswered_tool_calls
@@ -138,11 +140,22 @@ def _parse_id(session_id: object) -> UUID:
 #   Agent's _agent_variables, which seed an adopted session as AG2's own load seeds it.
 # * ag2.agent._get_stream_turn_lock: the lock AG2's load holds while repairing, so a repair never runs under a
 #   turn driving the same stream from another connection; resume holds it too.
-# * acp's AgentSideConnection._conn._handler: where ag2.acp.guard.serve installs its _meta guard; done the same
-#   way here, with the unstable protocol on (session/resume and session/close are routed only then).
+# * acp's AgentSideConnection._conn._handler, the connection's router: the SDK routes session/resume and
+#   session/close only on a connection made with its unstable protocol on, and ag2.acp.guard.serve (behind
+#   ACPAgent.run_stdio, DurableACPAgent.serve and ag2.acp.testing.connect) makes it with it off. The scope's
+#   on_connect, which the SDK calls once the router is built and before a message is read, puts in a router
+#   built with it on (and the _meta guard for list/resume/close); guard.serve then wraps that in AG2's guard as
+#   it wraps any. Where the router is not found there, resume and close are not advertised.
 
 AG2_INTERNALS: dict[type, tuple[str, ...]] = {
-    _ConnectionScope: ("_capabilities", "_require_session_scope", "_parse_session_id", "load_session", "prompt"),
+    _ConnectionScope: (
+        "_capabilities",
+        "_require_session_scope",
+        "_parse_session_id",
+        "load_session",
+        "prompt",
+        "on_connect",
+    ),
     SessionStore: ("_discard", "_release", "forget", "get_or_adopt", "create", "stream", "get"),
     ACPAgent: ("_observe", "bind", "sessions", "agent"),
 }
@@ -269,11 +282,17 @@ class _DurableSessions(SessionStore):
 class _DurableScope(_ConnectionScope):
     """One client connection: AG2's scope plus session/list, resume, close and set_title."""
 
-    __slots__ = ()
+    __slots__ = ("_routes_unstable",)
 
     def __init__(self, owner: DurableACPAgent, client: acp.Client | None) -> None:
         super().__init__(owner, client)
         self._sessions = _DurableSessions(owner._catalog, owner._session_config)
+        self._routes_unstable = False
+
+    def on_connect(self, conn: Any) -> None:
+        """The SDK hands over the connection: route resume and close on it, whoever made it (see the block)."""
+        super().on_connect(conn)
+        self._routes_unstable = _route_unstable_methods(conn, self)
 
     @property
     def durable(self) -> _DurableSessions:
@@ -281,10 +300,12 @@ class _DurableScope(_ConnectionScope):
 
     def _capabilities(self) -> schema.AgentCapabilities:
         capabilities = super()._capabilities()
+        # Only what this connection routes: resume and close need the router on_connect put in.
+        routed = self._routes_unstable
         capabilities.session_capabilities = schema.SessionCapabilities(
             list=schema.SessionListCapabilities(),
-            resume=schema.SessionResumeCapabilities(),
-            close=schema.SessionCloseCapabilities(),
+            resume=schema.SessionResumeCapabilities() if routed else None,
+            close=schema.SessionCloseCapabilities() if routed else None,
             additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
         )
         return capabilities
@@ -542,26 +563,18 @@ def _guard_more(handler: Any) -> Any:
     return guarded
 
 
-async def _serve(factory: Callable[[acp.Client], _DurableScope], reader: Any, writer: Any) -> None:
-    """``ag2.acp.guard.serve`` with the unstable protocol on, so session/resume and session/close are routed."""
-    scope: _DurableScope | None = None
+def _route_unstable_methods(conn: Any, scope: _DurableScope) -> bool:
+    """Give ``conn`` a router for ``scope`` with the SDK's unstable protocol on; False if its router is not there.
 
-    def bind(client: acp.Client) -> _DurableScope:
-        nonlocal scope
-        scope = factory(client)
-        return scope
-
-    conn = AgentSideConnection(cast(Any, bind), writer, reader, listening=False, use_unstable_protocol=True)
-    conn._conn._handler = guard_router(_guard_more(conn._conn._handler))
-    try:
-        await conn.listen()
-    finally:
-        try:
-            await asyncio.shield(conn.close())
-        finally:
-            if scope is not None:
-                # After the connection, which stops the handlers still running (as AG2's serve does).
-                await asyncio.shield(scope.aclose())
+    Done in ``on_connect``, before the connection reads anything, so every request meets the new router; whoever
+    made the connection wraps it afterwards as they would have wrapped the first (AG2's serve: its _meta guard).
+    """
+    inner: Any = getattr(conn, "_conn", None)
+    if not isinstance(getattr(inner, "_handler", None), MessageRouter):
+        logger.warning("this ACP connection's router is not where it was; session/resume and close are not served")
+        return False
+    inner._handler = _guard_more(build_agent_router(cast(Any, scope), use_unstable_protocol=True))
+    return True
 
 
 # -- end of AG2 internals ------------------------------------------------------------------------------------------
@@ -649,7 +662,7 @@ class DurableACPAgent(ACPAgent):
         opener = getattr(self._storage, "open", None)
         if opener is not None:
             await opener()
-        await _serve(self.bind, reader, writer)
+        await ag2_serve(self.bind, reader, writer)
 
     async def run_stdio(self, *, buffer_limit_bytes: int | None = None) -> None:
         """Serve over stdin/stdout until the client disconnects or the process gets SIGTERM.
