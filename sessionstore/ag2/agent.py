@@ -15,7 +15,9 @@ as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
   ``ag2.acp.testing.connect``, leaves off: the agent turns it on for its own
   connection), and a title can be set with the extension method
   ``_sessionstore/set_title``. ``session/delete`` has no route in the SDK
-  (0.12); ``sessionstore delete ID`` deletes a session from the file.
+  (0.12); ``sessionstore delete ID`` deletes a session from the file;
+* a prompt that fails is answered with a message saying why, credentials masked
+  (:mod:`.failures`), and the prompt stays in the session.
 
 AG2 1.2 has no public hook for any of that, so it leans on a few of AG2's
 private names. All of them are touched in one place, the block marked
@@ -45,18 +47,22 @@ from acp.stdio import stdio_streams
 from ag2 import Agent
 from ag2.acp import ACPAgent, SessionConfig
 from ag2.acp.agent import _ConnectionScope  # AG2 internals: see the block below
-from ag2.acp.executor import heal_cancelled_turn, isolate_variables
+from ag2.acp.executor import HUMAN_INPUT_ERROR_CATEGORY, AgentExecutor, heal_cancelled_turn, isolate_variables
 from ag2.acp.guard import serve as ag2_serve
+from ag2.acp.mappers import prompt_to_inputs
 from ag2.acp.sessions import AgentSession, SessionLimitError, SessionStore, UnknownSessionError
 from ag2.agent import _get_stream_turn_lock  # AG2 internals: see the block below
+from ag2.events import BaseEvent, ModelRequest, TextInput
+from ag2.exceptions import HumanInputError
 from ag2.history import unanswered_tool_calls
 from pydantic import BaseModel
 
 from ..errors import StorageError
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
-from ..storage import SessionCatalog, SessionRecord, Storage
+from ..storage import EventContext, SessionCatalog, SessionRecord, Storage
 from .codec import AG2Codec
+from .failures import describe_failure, known_secrets
 
 if TYPE_CHECKING:
     from ag2.stream import MemoryStream
@@ -138,6 +144,8 @@ def _parse_id(session_id: object) -> UUID:
 #   close and disconnect), _release (eviction and expiry), _retain.
 # * ACPAgent: _session_config (the registry's config), _observe (the on_session hook), _scope; and the served
 #   Agent's _agent_variables, which seed an adopted session as AG2's own load seeds it.
+# * ACPAgent._executor, the AgentExecutor that runs each turn: replaced by one (built with the same options) whose
+#   run_turn, inside the session's turn, tells the client why a turn failed and keeps the prompt (below).
 # * ag2.agent._get_stream_turn_lock: the lock AG2's load holds while repairing, so a repair never runs under a
 #   turn driving the same stream from another connection; resume holds it too.
 # * acp's AgentSideConnection._conn._handler, the connection's router: the SDK routes session/resume and
@@ -158,12 +166,13 @@ AG2_INTERNALS: dict[type, tuple[str, ...]] = {
     ),
     SessionStore: ("_discard", "_release", "forget", "get_or_adopt", "create", "stream", "get"),
     ACPAgent: ("_observe", "bind", "sessions", "agent"),
+    AgentExecutor: ("run_turn", "agent"),
 }
 """The private (and overridden) names this module relies on, per class; the tests check they all exist."""
 AG2_INTERNAL_SLOTS: dict[type, tuple[str, ...]] = {
     _ConnectionScope: ("_owner", "_client", "_sessions"),
     SessionStore: ("_lock", "_sessions", "_retain"),
-    ACPAgent: ("_session_config", "_scope"),
+    ACPAgent: ("_session_config", "_scope", "_executor"),
 }
 """Instance attributes read or written here, as AG2 declares them in ``__slots__``."""
 
@@ -532,6 +541,70 @@ class _DurableScope(_ConnectionScope):
         return {"sessionId": stream_id.hex, "title": title}
 
 
+class _DurableExecutor(AgentExecutor):
+    """AG2's executor; a turn that fails is answered with why (no secrets), and its prompt stays in the session.
+
+    AG2 answers a failed turn with a bare "Internal error", and a turn that failed before its prompt reached the
+    stream (the model could not even be set up: no API key) leaves no trace of the prompt. Here, still inside
+    the session's turn (so the next prompt cannot start in between):
+
+    * the prompt is stored if the turn did not store it, so a load or a later process shows what was asked;
+      the next model call then gets it before the new prompt, as it gets one whose provider call failed (AG2
+      stores the prompt before calling the provider): two user messages in a row, which every provider AG2
+      maps takes (Bedrock's mapper merges them);
+    * tool calls left unanswered are closed, as AG2 does after a failure;
+    * the client gets ``Internal error``'s code with a message saying why, redacted (:mod:`.failures`).
+    """
+
+    __slots__ = ()
+
+    async def run_turn(
+        self,
+        *,
+        session: AgentSession,
+        store: SessionStore,
+        client: acp.Client,
+        blocks: Any,
+        meta: dict[str, Any] | None = None,
+    ) -> str:
+        stream = store.stream(session)
+        stored: list[ModelRequest] = []
+
+        async def watch(event: BaseEvent) -> None:
+            # Subscribed after the stream's storage, so called only once the event is stored.
+            if isinstance(event, ModelRequest):
+                stored.append(event)
+
+        watching = stream.subscribe(watch)
+        try:
+            return await super().run_turn(session=session, store=store, client=client, blocks=blocks, meta=meta)
+        except Exception as exc:
+            kept = bool(stored) or await _keep_prompt(store.storage, stream.id, blocks)
+            try:
+                await heal_cancelled_turn(stream)
+            except Exception:
+                logger.warning("could not repair the history of session %s", session.session_id, exc_info=True)
+            message, data = describe_failure(exc, secrets=known_secrets(self.agent.config), prompt_kept=kept)
+            if isinstance(exc, HumanInputError):
+                data["category"] = HUMAN_INPUT_ERROR_CATEGORY  # as AG2 marks it
+            logger.warning("session %s: %s", session.session_id, message)
+            logger.debug("the failed turn's exception (may quote secrets)", exc_info=exc)
+            raise acp.RequestError(INTERNAL_ERROR, message, data) from exc
+        finally:
+            stream.unsubscribe(watching)
+
+
+async def _keep_prompt(storage: Any, stream_id: UUID, blocks: Any) -> bool:
+    """Store a failed turn's prompt as the turn would have (a failure to is logged: the turn failed already)."""
+    request = ModelRequest(prompt_to_inputs(blocks) or [TextInput("")])
+    try:
+        await storage.save_event(request, EventContext.for_stream(stream_id))
+    except Exception:
+        logger.warning("could not store the prompt of a failed turn on %s", stream_id.hex, exc_info=True)
+        return False
+    return True
+
+
 _SESSION_REQUESTS: dict[str, type[BaseModel]] = {
     "session/list": schema.ListSessionsRequest,
     "session/resume": schema.ResumeSessionRequest,
@@ -632,6 +705,11 @@ class DurableACPAgent(ACPAgent):
             raise TypeError(f"{storage!r} is not a storage that keeps session records (Storage and SessionCatalog)")
         full = replace(config or SessionConfig(), storage=cast(Any, store), retain_history=retain_history)
         super().__init__(agent, sessions=full, **acp_agent_options)
+        self._executor = _DurableExecutor(
+            agent,
+            stream_thoughts=acp_agent_options.get("stream_thoughts", False),
+            hitl_hook=acp_agent_options.get("hitl_hook"),
+        )
         self._storage = store
         self._catalog = catalog
         self._owns_storage = owns

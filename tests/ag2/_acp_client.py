@@ -17,7 +17,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -142,16 +142,24 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def agent_process(files: Files, *args: str, command: Sequence[str] | None = None) -> AsyncIterator[Running]:
+async def agent_process(
+    files: Files, *args: str, command: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Running]:
     """Start an agent and connect a real ACP client to it.
 
     By default the test agent (``_acp_agent.py DB *args``); ``command`` runs something else (the example).
+    ``env`` adds to the test's variables (the SDK passes on only a trimmed environment: no API keys).
     """
     recorder = Recorder()
     argv = list(command) if command is not None else [sys.executable, str(AGENT), str(files.db), *args]
     with files.log.open("a") as log:
         async with spawn_stdio_transport(
-            argv[0], *argv[1:], env=files.env(), cwd=str(files.root), stderr=log, shutdown_timeout=5.0
+            argv[0],
+            *argv[1:],
+            env={**files.env(), **(env or {})},
+            cwd=str(files.root),
+            stderr=log,
+            shutdown_timeout=5.0,
         ) as (reader, writer, process):
             conn = ClientSideConnection(recorder, writer, reader, use_unstable_protocol=True)
             try:

@@ -6,8 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import acp
 import pytest
 from _acp_client import TIMEOUT, Files, agent_process, rows, within
+from _provider_mock import FOLDER_ENV, KEY, REPLY, SECRETS, sent, set_status
 
 from sessionstore.ag2.example import PROVIDERS, main, model_from_factory, model_from_spec
 
@@ -39,6 +41,46 @@ async def test_the_example_serves_a_durable_session_over_stdio(files: Files) -> 
     assert stored[0][:2] == ("/home/me/orchard", 1)
     assert stored[0][2] > 0
     assert files.recording_lines()[0]["messages"][-1] == {"event": "ModelRequest", "role": "user", "text": "Hi there"}
+
+
+async def test_the_example_tells_the_client_why_the_provider_failed_and_keeps_the_prompts(files: Files) -> None:
+    """OpenAI's real client, its key in $OPENAI_API_KEY, its HTTP answered by a mock (401, then 500, then a reply)."""
+    provider = files.root / "provider"
+    set_status(provider, 401)
+    command = example("--db", str(files.db), "--model-factory", "_provider_mock:openai_model")
+    env = {FOLDER_ENV: str(provider), "OPENAI_API_KEY": KEY}
+    async with agent_process(files, command=command, env=env) as agent:
+        sid = await agent.new("/home/me/orchard")
+        told = []
+        for status, prompt in [(401, "What is a kumquat?"), (500, "Hello?")]:
+            set_status(provider, status)
+            with pytest.raises(acp.RequestError) as failed:
+                await agent.say(sid, prompt)
+            told.append(str(failed.value))
+            assert str(failed.value).startswith(f"Prompt failed: the model provider answered HTTP {status} (")
+            assert "Incorrect API key provided: ***" in str(failed.value)
+        set_status(provider, 200)
+        assert (await agent.say(sid, "Third time lucky?")).stop_reason == "end_turn"
+        await agent.kill()
+    # The provider's third request had the two failed prompts before the new one.
+    asked = [m["content"] for m in sent(provider)[-1]["messages"] if m["role"] == "user"]
+    assert asked == ["What is a kumquat?", "Hello?", "Third time lucky?"]
+
+    async with agent_process(files, command=command, env=env) as agent:
+        await within(agent.conn.load_session(cwd="/home/me/orchard", session_id=sid))
+        replayed = [(u.session_update, u.content.text) for u in agent.recorder.of(sid) if hasattr(u, "content")]
+        assert replayed == [
+            ("user_message_chunk", "What is a kumquat?"),
+            ("user_message_chunk", "Hello?"),
+            ("user_message_chunk", "Third time lucky?"),
+            ("agent_message_chunk", REPLY),
+        ]
+    log = files.stderr()
+    assert "HTTP 401" in log and "HTTP 500" in log  # the agent's own log says it too
+    for text in (*told, log):
+        for secret in SECRETS:
+            assert secret not in text
+    assert "Task was destroyed" not in log
 
 
 def test_the_example_refuses_a_model_it_cannot_build(files: Files, capsys: pytest.CaptureFixture[str]) -> None:
