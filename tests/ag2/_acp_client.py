@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +30,7 @@ from acp.transports import spawn_stdio_transport
 
 HERE = Path(__file__).resolve().parent
 AGENT = HERE / "_acp_agent.py"
+README = HERE.parents[1] / "README.md"
 TIMEOUT = 30.0  # only stops a hang; nothing here measures time
 T = TypeVar("T")
 
@@ -178,6 +180,15 @@ def sessionstore_cli(*args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([command, *args], capture_output=True, text=True, timeout=TIMEOUT, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     return done
+
+
+def readme_block(marker: str) -> tuple[str, str | None]:
+    """The README's one Python block containing ``marker``, word for word, and the text block right after it (the
+    output it shows), if there is one."""
+    found = re.findall(r"```python\n(.*?)```\n(?:\n```text\n(.*?)```)?", README.read_text(), flags=re.DOTALL)
+    blocks = [(code, shown or None) for code, shown in found if marker in code]
+    assert len(blocks) == 1, f"{len(blocks)} README blocks contain {marker!r}"
+    return blocks[0]
 
 
 def sqlite3_shell(db: Path, sql: str) -> str:

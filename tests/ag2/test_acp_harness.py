@@ -12,7 +12,6 @@ that nothing is written to stderr).
 from __future__ import annotations
 
 import asyncio
-import re
 import subprocess
 import sys
 import warnings
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import acp
 import pytest
-from _acp_client import TIMEOUT, Files, rows, within
+from _acp_client import TIMEOUT, Files, readme_block, rows, within
 from _acp_model import ScriptedConfig
 from ag2 import Agent
 from ag2.acp.testing import connect
@@ -30,7 +29,6 @@ from sessionstore.ag2.agent import SET_TITLE_METHOD
 
 PROJECT = "/home/me/orchard"
 INVALID_PARAMS = -32602
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture
@@ -108,16 +106,8 @@ async def test_a_connection_whose_router_cannot_be_found_advertises_only_what_it
         await scope.aclose()
 
 
-def readme_snippet(marker: str) -> str:
-    """The README's Python block containing ``marker``, word for word."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
-    found = [block for block in blocks if marker in block]
-    assert len(found) == 1, f"{len(found)} README blocks contain {marker!r}"
-    return found[0]
-
-
 def test_the_readme_snippet_testing_with_ag2s_harness_runs_as_written(tmp_path: Path) -> None:
-    (tmp_path / "snippet.py").write_text(readme_snippet("from ag2.acp.testing import connect"))
+    (tmp_path / "snippet.py").write_text(readme_block("from ag2.acp.testing import connect")[0])
     done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
     # Nothing on stderr: no 'Task was destroyed but it is pending', no unstable-protocol warning, no traceback.
