@@ -549,9 +549,8 @@ class _DurableExecutor(AgentExecutor):
     the session's turn (so the next prompt cannot start in between):
 
     * the prompt is stored if the turn did not store it, so a load or a later process shows what was asked;
-      the next model call then gets it before the new prompt, as it gets one whose provider call failed (AG2
-      stores the prompt before calling the provider): two user messages in a row, which every provider AG2
-      maps takes (Bedrock's mapper merges them);
+      the next model call then gets it before the new prompt, two user messages in a row, as plain AG2 leaves
+      them after a provider error (it stores the prompt before calling the provider);
     * tool calls left unanswered are closed, as AG2 does after a failure;
     * the client gets ``Internal error``'s code with a message saying why, redacted (:mod:`.failures`).
     """
@@ -592,6 +591,13 @@ class _DurableExecutor(AgentExecutor):
             raise acp.RequestError(INTERNAL_ERROR, message, data) from exc
         finally:
             stream.unsubscribe(watching)
+
+
+def _run_turns_durably(server: ACPAgent, agent: Agent, options: dict[str, Any]) -> None:
+    """Replace the executor ACPAgent built with a durable one, built from the same options as AG2 builds it."""
+    server._executor = _DurableExecutor(
+        agent, stream_thoughts=options.get("stream_thoughts", False), hitl_hook=options.get("hitl_hook")
+    )
 
 
 async def _keep_prompt(storage: Any, stream_id: UUID, blocks: Any) -> bool:
@@ -705,11 +711,7 @@ class DurableACPAgent(ACPAgent):
             raise TypeError(f"{storage!r} is not a storage that keeps session records (Storage and SessionCatalog)")
         full = replace(config or SessionConfig(), storage=cast(Any, store), retain_history=retain_history)
         super().__init__(agent, sessions=full, **acp_agent_options)
-        self._executor = _DurableExecutor(
-            agent,
-            stream_thoughts=acp_agent_options.get("stream_thoughts", False),
-            hitl_hook=acp_agent_options.get("hitl_hook"),
-        )
+        _run_turns_durably(self, agent, acp_agent_options)
         self._storage = store
         self._catalog = catalog
         self._owns_storage = owns

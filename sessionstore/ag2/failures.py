@@ -98,9 +98,20 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
+def _http_status(exc: BaseException) -> int | None:
+    """The provider's HTTP status: ``status_code`` (OpenAI's, Anthropic's, Mistral's SDKs) or ``code`` (Google's)."""
+    for name in ("status_code", "code"):
+        value = getattr(exc, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    return None
+
+
 def _provider_message(exc: BaseException) -> str | None:
-    """The message in a provider's error body (OpenAI's and Anthropic's SDKs keep the parsed body)."""
+    """The message in a provider's error body, kept parsed as ``body`` (OpenAI, Anthropic) or ``details`` (Google)."""
     body = getattr(exc, "body", None)
+    if not isinstance(body, Mapping):
+        body = getattr(exc, "details", None)
     if isinstance(body, Mapping):
         error = body.get("error")
         for holder in (error, body):
@@ -124,8 +135,7 @@ def describe_failure(
     ``type``) and adds ``status`` (the provider's HTTP status, when there is one) and ``promptKept``.
     """
     kind = type(exc).__name__
-    status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    status = _http_status(exc)
     detail = _provider_message(exc) or str(exc) or kind
     if isinstance(exc, StorageError):
         why = f"the session could not be stored ({kind}): {detail}"

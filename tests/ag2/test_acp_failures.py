@@ -26,6 +26,7 @@ from ag2 import Agent, Context
 from ag2.config import OpenAIConfig
 from ag2.events import HumanInputRequest, ModelRequest, ModelResponse
 from ag2.history import unanswered_tool_calls
+from google.genai import errors as genai_errors
 
 from sessionstore import SQLiteStorage
 from sessionstore.ag2 import AG2Codec, DurableACPAgent
@@ -227,6 +228,11 @@ def test_redaction_hides_known_values_and_credential_shapes() -> None:
     )
     assert redact(text, secrets) == (
         "key ***, header ***, env ***, postgresql://me:***@db/x, https://h/v1?api_key=***&x=1, ***, ***"
+    )
+    # Google's SDK keeps the status as ``code`` and the body as ``details``.
+    google = genai_errors.ClientError(401, {"error": {"code": 401, "message": f"API key {KEY} is not valid."}})
+    assert describe_failure(google, secrets={KEY})[0] == (
+        "Prompt failed: the model provider answered HTTP 401 (ClientError): API key *** is not valid."
     )
     message, data = describe_failure(RuntimeError("boom\n  at line 2"), prompt_kept=True)
     assert (message, data) == (
