@@ -57,7 +57,7 @@ from ag2.exceptions import HumanInputError
 from ag2.history import unanswered_tool_calls
 from pydantic import BaseModel
 
-from ..errors import StorageError
+from ..errors import InvalidCursorError
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
 from ..storage import EventContext, SessionCatalog, SessionRecord, Storage
@@ -454,9 +454,7 @@ class _DurableScope(_ConnectionScope):
         owner = cast(DurableACPAgent, self._owner)
         try:
             page = await self.durable.catalog.list_sessions(cwd=cwd, cursor=cursor, limit=owner.list_page_size)
-        except StorageError:
-            raise
-        except ValueError as exc:  # a cursor this agent did not issue
+        except InvalidCursorError as exc:  # a cursor this agent did not issue
             raise acp.RequestError.invalid_params({"reason": str(exc)}) from exc
         return schema.ListSessionsResponse(
             sessions=[
