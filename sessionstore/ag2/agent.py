@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import json
 import logging
 import os
 import signal
@@ -302,6 +303,7 @@ class _DurableScope(_ConnectionScope):
         """The SDK hands over the connection: route resume and close on it, whoever made it (see the block)."""
         super().on_connect(conn)
         self._routes_unstable = _route_unstable_methods(conn, self)
+        _guard_receive(conn)
 
     @property
     def durable(self) -> _DurableSessions:
@@ -652,6 +654,67 @@ def _route_unstable_methods(conn: Any, scope: _DurableScope) -> bool:
         return False
     inner._handler = _guard_more(build_agent_router(cast(Any, scope), use_unstable_protocol=True))
     return True
+
+
+def _guard_receive(conn: Any) -> None:
+    """Let no line a client sends end the agent (and every live turn with it).
+
+    The SDK's receive loop (acp ``Connection._receive_loop`` over ``NdjsonTransport.receive``) takes a JSON ``null``
+    for the end of input, and raises out of the loop, ending the connection, on a message that is not an object (a
+    batch, a number) or whose ``id`` or ``error`` has the wrong type. Its transport's ``receive`` is replaced here,
+    over the same framing (``_read_line``), by one that hands the loop only well-formed messages: a line that is not
+    JSON is answered -32700, a value that is not a JSON-RPC message -32600 (``id`` null, as JSON-RPC asks), a
+    malformed response is logged and dropped. Left as it was if the transport is not where SDK 0.12 keeps it.
+    """
+    transport: Any = getattr(getattr(conn, "_conn", None), "_transport", None)
+    read_line = getattr(transport, "_read_line", None)
+    if read_line is None or not callable(getattr(transport, "send", None)):
+        logger.warning("this ACP connection's transport is not where it was; malformed lines are left to the SDK")
+        return
+
+    async def refuse(code: int, message: str, reason: str) -> None:
+        logger.warning("ignored a line from the client: %s", reason)
+        error = {"code": code, "message": message, "data": {"reason": reason}}
+        await transport.send({"jsonrpc": "2.0", "id": None, "error": error})
+
+    async def receive() -> dict[str, Any] | None:
+        while True:
+            raw = await read_line()
+            if not raw:
+                return None  # the end of input (only this: a null line is a message, answered below)
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                await refuse(-32700, "Parse error", f"not JSON ({type(exc).__name__}), {len(line)} bytes")
+                continue
+            problem = _malformed(message)
+            if problem is None:
+                return cast(dict[str, Any], message)
+            if isinstance(message, dict) and "method" not in message and "id" in message:
+                logger.warning("ignored a malformed response from the client: %s", problem)  # nothing to answer
+                continue
+            await refuse(-32600, "Invalid Request", problem)
+
+    transport.receive = receive
+
+
+def _malformed(message: object) -> str | None:
+    """Why ``message`` is not a JSON-RPC message the SDK can take, or None."""
+    if isinstance(message, list):
+        return "a batch (JSON array): batches are not served, send one message a line"
+    if not isinstance(message, dict):
+        return f"a JSON {type(message).__name__ if message is not None else 'null'}, not a JSON-RPC message"
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not (request_id is None or isinstance(request_id, (str, int, float))):
+        return "id must be a string, a number or null"
+    if "method" in message and not isinstance(message["method"], str):
+        return "method must be a string"
+    if "method" not in message and not (message.get("error") is None or isinstance(message["error"], dict)):
+        return "a response's error must be an object"
+    return None
 
 
 # -- end of AG2 internals ------------------------------------------------------------------------------------------
