@@ -136,6 +136,7 @@ async def run_conversation(conversation: Conversation, mode: str, root: Path, sl
                     session_id = await agent.new(PROJECT)
                 elif number % 2:
                     await within(agent.conn.load_session(cwd=PROJECT, session_id=session_id))
+                    await agent.settle(session_id, 1)  # the replay's notifications may trail the response
                     replays.append(agent.recorder.kinds(session_id))
                 else:
                     await within(agent.conn.resume_session(cwd=PROJECT, session_id=session_id))
