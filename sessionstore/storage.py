@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import types
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -76,6 +77,29 @@ class EventContext:
     @classmethod
     def for_stream(cls, stream_id: StreamId) -> EventContext:
         return cls(stream=_Stream(stream_id))
+
+
+def annotate_context(storage: object, codec: object) -> None:
+    """Give this storage's ``save_event`` the ``context`` annotation the codec's framework injects by.
+
+    AG2 subscribes a storage's ``save_event`` itself when every event is kept
+    (``MemoryStream(storage, persist_all=True)``) and fills ``context`` by its
+    annotation, which must then be AG2's own ``Context``. This layer never imports
+    AG2, so the codec names it (``AG2Codec.context_annotation``). The method is
+    copied with that annotation, not wrapped: an append pays no extra call.
+    """
+    annotation = getattr(codec, "context_annotation", None)
+    if annotation is None:
+        return
+    method = type(storage).save_event  # type: ignore[attr-defined]
+    copy = types.FunctionType(
+        method.__code__, method.__globals__, method.__name__, method.__defaults__, method.__closure__
+    )
+    copy.__kwdefaults__ = method.__kwdefaults__
+    copy.__qualname__ = method.__qualname__
+    copy.__doc__ = method.__doc__
+    copy.__annotations__ = {**method.__annotations__, "context": annotation}
+    storage.save_event = types.MethodType(copy, storage)  # type: ignore[attr-defined]
 
 
 @runtime_checkable
