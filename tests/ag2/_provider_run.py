@@ -1,17 +1,19 @@
 """Running a recorded provider conversation through agent processes, and comparing what the provider was sent.
 
-Three ways to run one conversation (``MODES``):
+Two ways to run one conversation (``MODES``):
 
 * ``memory``: one process, AG2's own ``ACPAgent`` with its in-memory storage, every turn in the process that
-  made the events (the provider's mapper reads back the very objects its client built): the reference;
-* ``durable``: one process, ``DurableACPAgent`` on a SQLite file, every turn in that process;
-* ``restart``: ``DurableACPAgent``, a new process for every turn. Each process is SIGKILLed as soon as its turn
-  has ended, and the next takes the session back with ``session/load`` (which replays it to the client) or
-  ``session/resume``, alternately, before it prompts.
+  made the events (the provider's mapper reads back the very objects its client built): the reference, what
+  AG2 sends when nothing is stored anywhere and nothing restarts;
+* ``restart``: ``DurableACPAgent`` on a SQLite file, a new process for every turn. Each process is SIGKILLed as
+  soon as its turn has ended, and the next takes the session back with ``session/load`` (which replays it to
+  the client) or ``session/resume``, alternately, before it prompts. (Within a turn, the request after a tool
+  call is built by the same process, from the same file: ``DurableACPAgent`` reads the history back from
+  SQLite before every model call.)
 
 Each run has its own folder, database and request recording (``_provider_http``). Agent processes are CPU-bound
-while they import AG2 and the provider SDKs (seconds each on two cores), so runs share a semaphore bounding how
-many agent processes are alive at once.
+while they import AG2 and the provider SDKs (seconds each), so runs share a semaphore bounding how many agent
+processes are alive at once.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from acp import schema
 HERE = Path(__file__).resolve().parent
 AGENT = HERE / "_provider_agent.py"
 PROJECT = "/home/me/orchard"
-MODES = ("memory", "durable", "restart")
+MODES = ("memory", "restart")
 
 PNG = (CASSETTES / "kumquat.png").read_bytes()
 PDF = (CASSETTES / "price-list.pdf").read_bytes()
@@ -61,7 +63,6 @@ class Conversation:
     name: str  # the agent's conversation argument (``_provider_http.FACTORIES``)
     cassette: str
     turns: Sequence[Sequence[Any]]  # each turn: the ACP content blocks of one prompt
-    modes: Sequence[str] = MODES
 
 
 @dataclass
@@ -124,30 +125,44 @@ async def run_conversation(conversation: Conversation, mode: str, root: Path, sl
         stop_reasons.append(response.stop_reason)
         answers.append(_agent_text(agent.recorder.of(session_id)))
 
-    if mode in ("memory", "durable"):
-        async with slots, agent_process(files, command=command) as agent:
-            session_id = await agent.new(PROJECT)
-            for blocks in conversation.turns:
-                await prompt(agent, blocks)
-    else:
-        for number, blocks in enumerate(conversation.turns):
+    step = "starting"
+    try:
+        if mode == "memory":
             async with slots, agent_process(files, command=command) as agent:
-                if number == 0:
-                    session_id = await agent.new(PROJECT)
-                elif number % 2:
-                    await within(agent.conn.load_session(cwd=PROJECT, session_id=session_id))
-                    await agent.settle(session_id, 1)  # the replay's notifications may trail the response
-                    replays.append(agent.recorder.kinds(session_id))
-                else:
-                    await within(agent.conn.resume_session(cwd=PROJECT, session_id=session_id))
-                await prompt(agent, blocks)
-                await agent.kill()
-            assert agent.process.returncode == -9, agent.process.returncode
+                step = "session/new"
+                session_id = await agent.new(PROJECT)
+                for number, blocks in enumerate(conversation.turns):
+                    step = f"turn {number + 1}: session/prompt"
+                    await prompt(agent, blocks)
+                step = "disconnecting (stdin EOF)"
+        else:
+            for number, blocks in enumerate(conversation.turns):
+                step = f"turn {number + 1}: starting a process"
+                async with slots, agent_process(files, command=command) as agent:
+                    if number == 0:
+                        step = "session/new"
+                        session_id = await agent.new(PROJECT)
+                    elif number % 2:
+                        step = f"turn {number + 1}: session/load"
+                        await within(agent.conn.load_session(cwd=PROJECT, session_id=session_id))
+                        await agent.settle(session_id, 1)  # the replay's notifications may trail the response
+                        replays.append(agent.recorder.kinds(session_id))
+                    else:
+                        step = f"turn {number + 1}: session/resume"
+                        await within(agent.conn.resume_session(cwd=PROJECT, session_id=session_id))
+                    step = f"turn {number + 1}: session/prompt"
+                    await prompt(agent, blocks)
+                    step = f"turn {number + 1}: SIGKILL"
+                    await agent.kill()
+                    step = f"turn {number + 1}: after SIGKILL"
+                assert agent.process.returncode == -9, agent.process.returncode
+    except Exception as exc:
+        raise RuntimeError(f"{mode} run of {conversation.name}, at {step}: {exc!r}") from exc
     return Run(mode, files, session_id, read_requests(files.requests), stop_reasons, answers, replays, firsts)
 
 
 async def play_all(
-    conversations: Sequence[Conversation], root: Path, *, at_once: int = 3
+    conversations: Sequence[Conversation], root: Path, *, at_once: int = 2
 ) -> dict[tuple[str, str], Run | BaseException]:
     """Every mode of every conversation, concurrently (at most ``at_once`` agent processes alive).
 
@@ -155,7 +170,7 @@ async def play_all(
     The restart chains go first: they are the longest (one process start per turn).
     """
     slots = asyncio.Semaphore(at_once)
-    jobs = [(c, mode) for mode in ("restart", "durable", "memory") for c in conversations if mode in c.modes]
+    jobs = [(c, mode) for mode in ("restart", "memory") for c in conversations]
 
     async def one(conversation: Conversation, mode: str) -> Run | BaseException:
         folder = root / conversation.name / mode
