@@ -1,24 +1,23 @@
 """An ACP agent process for the provider replay tests: a real AG2 provider client answered from a cassette.
 
-Usage: ``python _provider_agent.py CONVERSATION DB [--memory]``, with the cassette and the request
-recording named by ``SESSIONSTORE_TEST_CASSETTE`` / ``SESSIONSTORE_TEST_REQUESTS`` (see ``_provider_http``).
+Usage: ``python _provider_agent.py CONVERSATION DB``, with the request recording named by
+``SESSIONSTORE_TEST_REQUESTS`` (see ``_provider_http``): ``DurableACPAgent(agent, DB).run_stdio()``.
 
-``CONVERSATION`` picks the model config (``_provider_http.FACTORIES``) and the tools the cassette's
-conversation uses: the local ``lookup`` tool everywhere, plus the provider's hosted tools. The agent is
-``DurableACPAgent(agent, DB)``; with ``--memory`` it is AG2's own ``ACPAgent`` with its in-memory storage
-(the reference: what AG2 sends when nothing is stored anywhere and nothing restarts).
+``CONVERSATION`` picks the model config (``_provider_http.FACTORIES``, with its cassette) and the tools the
+conversation uses: the local ``lookup`` tool everywhere, plus the provider's hosted tools. The reference run
+builds the same agent in the test process (``build_agent``) and serves it with AG2's own ``ACPAgent``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from _acp_agent import lookup
 from _provider_http import FACTORIES
 from ag2 import Agent
-from ag2.acp import ACPAgent
 from ag2.tools import CodeExecutionTool, WebSearchTool
 
 from sessionstore.ag2 import DurableACPAgent
@@ -37,15 +36,17 @@ def tools(conversation: str) -> list[Any]:
     return [lookup, *hosted[conversation]]
 
 
+def build_agent(conversation: str, requests: Path | None = None) -> Agent:
+    """The conversation's agent; its provider's HTTP recorded to ``requests`` (default: as the environment says)."""
+    return Agent("helper", SYSTEM_PROMPT, config=FACTORIES[conversation](requests), tools=tools(conversation))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("conversation", choices=sorted(FACTORIES))
     parser.add_argument("db")
-    parser.add_argument("--memory", action="store_true")
     args = parser.parse_args()
-    agent = Agent("helper", SYSTEM_PROMPT, config=FACTORIES[args.conversation](), tools=tools(args.conversation))
-    server = ACPAgent(agent) if args.memory else DurableACPAgent(agent, args.db)
-    asyncio.run(server.run_stdio())
+    asyncio.run(DurableACPAgent(build_agent(args.conversation), args.db).run_stdio())
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ and only the socket is replaced by a ``MockTransport``. Its handler:
 * appends every request it is sent (method, URL, headers, body bytes as base64) as one JSON line to the file
   named by ``SESSIONSTORE_TEST_REQUESTS``, flushed and fsynced before it answers, so the test process reads
   every request an agent process made even if that process is SIGKILLed right after;
-* answers with the cassette's next response (``SESSIONSTORE_TEST_CASSETTE``): the one after the last recorded
-  request, so a conversation runs on across agent processes killed and restarted on the same files;
+* answers with the cassette's next response: the one after the last recorded request, so a conversation runs
+  on across agent processes killed and restarted on the same files;
 * answers a request the cassette does not expect (another method or path, or none left) with a 400 the SDK
   does not retry, whose message says what happened, so a wrong turn fails the prompt instead of hanging.
 
-The factories (no arguments, for ``--model-factory MODULE:FUNCTION``) build each provider's AG2 config with
-the settings the cassettes were written for.
+The factories build each provider's AG2 config with the settings the cassettes were written for. Called with
+no arguments (as ``--model-factory MODULE:FUNCTION`` would), they record to the file the environment names;
+the in-process reference run passes its request file instead.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Any
 import httpx
 import httpx2
 
-CASSETTE_ENV = "SESSIONSTORE_TEST_CASSETTE"
 REQUESTS_ENV = "SESSIONSTORE_TEST_REQUESTS"
 
 HERE = Path(__file__).resolve().parent
@@ -99,23 +99,28 @@ class Replay:
         )
 
 
-def replay(http: Any, cassette_name: str) -> Replay:
-    """The handler for this process: the cassette and request file from the environment."""
-    cassette = Path(os.environ.get(CASSETTE_ENV) or CASSETTES / cassette_name)
-    return Replay(cassette, Path(os.environ[REQUESTS_ENV]), http)
+def replay(http: Any, cassette_name: str, requests: Path | None) -> Replay:
+    """The handler for a cassette: recording to the file given, else to the one the environment names."""
+    return Replay(CASSETTES / cassette_name, requests or Path(os.environ[REQUESTS_ENV]), http)
 
 
-def _httpx2_client(cassette_name: str) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(transport=httpx2.MockTransport(replay(httpx2, cassette_name)))
+def _httpx2_client(cassette_name: str, requests: Path | None) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=httpx2.MockTransport(replay(httpx2, cassette_name, requests)))
 
 
-def openai_chat() -> Any:
+def _httpx_client(cassette_name: str, requests: Path | None) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.MockTransport(replay(httpx, cassette_name, requests)))
+
+
+def openai_chat(requests: Path | None = None) -> Any:
     from ag2.config import OpenAIConfig
 
-    return OpenAIConfig(model="gpt-4.1-2025-04-14", api_key="sk-test", http_client=_httpx2_client("openai_chat.json"))
+    return OpenAIConfig(
+        model="gpt-4.1-2025-04-14", api_key="sk-test", http_client=_httpx2_client("openai_chat.json", requests)
+    )
 
 
-def openai_responses() -> Any:
+def openai_responses(requests: Path | None = None) -> Any:
     from ag2.config import OpenAIResponsesConfig
 
     # store=False: the stateless mode, in which AG2 asks for reasoning.encrypted_content and replays every
@@ -125,11 +130,11 @@ def openai_responses() -> Any:
         api_key="sk-test",
         store=False,
         reasoning={"effort": "low", "summary": "auto"},
-        http_client=_httpx2_client("openai_responses.json"),
+        http_client=_httpx2_client("openai_responses.json", requests),
     )
 
 
-def anthropic() -> Any:
+def anthropic(requests: Path | None = None) -> Any:
     from ag2.config import AnthropicConfig
 
     # Extended thinking is switched on through the request body (AG2's config has no field for it).
@@ -138,32 +143,32 @@ def anthropic() -> Any:
         api_key="sk-ant-test",
         max_tokens=8192,
         extra_body={"thinking": {"type": "enabled", "budget_tokens": 2048}},
-        http_client=_httpx2_client("anthropic.json"),
+        http_client=_httpx2_client("anthropic.json", requests),
     )
 
 
-def gemini() -> Any:
+def gemini(requests: Path | None = None) -> Any:
     from ag2.config import GeminiConfig
 
     return GeminiConfig(
         model="gemini-3-flash-preview",
         api_key="test-key",
         thinking_level="low",
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(replay(httpx, "gemini.json"))),
+        http_client=_httpx_client("gemini.json", requests),
     )
 
 
-def gemini_minted_ids() -> Any:
+def gemini_minted_ids(requests: Path | None = None) -> Any:
     from ag2.config import GeminiConfig
 
     return GeminiConfig(
         model="gemini-2.5-flash",
         api_key="test-key",
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(replay(httpx, "gemini_minted_ids.json"))),
+        http_client=_httpx_client("gemini_minted_ids.json", requests),
     )
 
 
-FACTORIES: dict[str, Callable[[], Any]] = {
+FACTORIES: dict[str, Callable[..., Any]] = {
     "openai": openai_chat,
     "openai-responses": openai_responses,
     "anthropic": anthropic,

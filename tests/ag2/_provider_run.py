@@ -1,19 +1,18 @@
-"""Running a recorded provider conversation through agent processes, and comparing what the provider was sent.
+"""Running a recorded provider conversation two ways, and comparing what the provider was sent.
 
-Two ways to run one conversation (``MODES``):
-
-* ``memory``: one process, AG2's own ``ACPAgent`` with its in-memory storage, every turn in the process that
-  made the events (the provider's mapper reads back the very objects its client built): the reference, what
-  AG2 sends when nothing is stored anywhere and nothing restarts;
-* ``restart``: ``DurableACPAgent`` on a SQLite file, a new process for every turn. Each process is SIGKILLed as
-  soon as its turn has ended, and the next takes the session back with ``session/load`` (which replays it to
-  the client) or ``session/resume``, alternately, before it prompts. (Within a turn, the request after a tool
-  call is built by the same process, from the same file: ``DurableACPAgent`` reads the history back from
-  SQLite before every model call.)
+* ``memory``: the reference. AG2's own ``ACPAgent`` with its in-memory storage, served in the test process
+  (over a socket pair, to the same SDK client), every turn by the process that made the events: the
+  provider's mapper reads back the very objects its client built. What AG2 sends when nothing is stored
+  anywhere and nothing restarts.
+* ``restart``: ``DurableACPAgent`` on a SQLite file in agent subprocesses spoken to over stdio, a new process
+  for every turn. Each process is SIGKILLed as soon as its turn has ended, and the next takes the session back
+  with ``session/load`` (which replays it to the client) or ``session/resume``, alternately, before it
+  prompts. (Within a turn, the request after a tool call is built by the same process from the same file:
+  ``DurableACPAgent`` reads the history back from SQLite before every model call.)
 
 Each run has its own folder, database and request recording (``_provider_http``). Agent processes are CPU-bound
-while they import AG2 and the provider SDKs (seconds each), so runs share a semaphore bounding how many agent
-processes are alive at once.
+while they import AG2 and the provider SDKs (seconds each), so the restart runs share a semaphore bounding how
+many are alive at once.
 """
 
 from __future__ import annotations
@@ -28,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import acp
-from _acp_client import Files, agent_process, within
-from _provider_http import CASSETTE_ENV, CASSETTES, REQUESTS_ENV, body_bytes, read_requests
+from _acp_client import Files, agent_process, served, within
+from _provider_agent import build_agent
+from _provider_http import CASSETTES, REQUESTS_ENV, body_bytes, read_requests
 from acp import schema
 
 HERE = Path(__file__).resolve().parent
@@ -67,9 +67,8 @@ class Conversation:
 
 @dataclass
 class RunFiles(Files):
-    """``Files`` plus this run's cassette and request recording, named to the agent by the environment."""
+    """``Files`` plus this run's request recording, named to the agent processes by the environment."""
 
-    cassette: Path = field(default=Path())
     requests: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -77,7 +76,28 @@ class RunFiles(Files):
         self.requests = self.root / "requests.jsonl"
 
     def env(self) -> dict[str, str]:
-        return {**super().env(), CASSETTE_ENV: str(self.cassette), REQUESTS_ENV: str(self.requests)}
+        return {**super().env(), REQUESTS_ENV: str(self.requests)}
+
+
+class InProcessACPAgent:
+    """AG2's ``ACPAgent`` with the ``serve``/``aclose`` that ``_acp_client.served`` drives.
+
+    ``ACPAgent`` only serves stdio itself; this serves it on the given streams the way its ``run_stdio`` does
+    (``ag2.acp.guard.serve`` with a fresh connection scope from ``bind``).
+    """
+
+    def __init__(self, agent: Any) -> None:
+        from ag2.acp import ACPAgent
+
+        self.server = ACPAgent(agent)
+
+    async def serve(self, reader: Any, writer: Any) -> None:
+        from ag2.acp.guard import serve
+
+        await serve(self.server.bind, reader, writer)
+
+    async def aclose(self) -> None:
+        return None
 
 
 @dataclass
@@ -105,13 +125,11 @@ def _agent_text(updates: list[Any]) -> list[str]:
 
 
 async def run_conversation(conversation: Conversation, mode: str, root: Path, slots: asyncio.Semaphore) -> Run:
-    """Play the conversation's turns through agent processes, as ``mode`` says; at most ``slots`` at once."""
+    """Play the conversation's turns as ``mode`` says; at most ``slots`` agent processes at once."""
     assert mode in MODES, mode
     root.mkdir(parents=True, exist_ok=True)
-    files = RunFiles(root, cassette=CASSETTES / conversation.cassette)
-    command = [sys.executable, str(AGENT), conversation.name, str(files.db)] + (
-        ["--memory"] if mode == "memory" else []
-    )
+    files = RunFiles(root)
+    command = [sys.executable, str(AGENT), conversation.name, str(files.db)]
     stop_reasons: list[str] = []
     answers: list[list[str]] = []
     replays: list[list[str]] = []
@@ -128,13 +146,14 @@ async def run_conversation(conversation: Conversation, mode: str, root: Path, sl
     step = "starting"
     try:
         if mode == "memory":
-            async with slots, agent_process(files, command=command) as agent:
+            step = "serving in this process"
+            async with served(InProcessACPAgent(build_agent(conversation.name, files.requests))) as agent:
                 step = "session/new"
                 session_id = await agent.new(PROJECT)
                 for number, blocks in enumerate(conversation.turns):
                     step = f"turn {number + 1}: session/prompt"
                     await prompt(agent, blocks)
-                step = "disconnecting (stdin EOF)"
+                step = "disconnecting"
         else:
             for number, blocks in enumerate(conversation.turns):
                 step = f"turn {number + 1}: starting a process"
@@ -164,10 +183,9 @@ async def run_conversation(conversation: Conversation, mode: str, root: Path, sl
 async def play_all(
     conversations: Sequence[Conversation], root: Path, *, at_once: int = 2
 ) -> dict[tuple[str, str], Run | BaseException]:
-    """Every mode of every conversation, concurrently (at most ``at_once`` agent processes alive).
+    """Both runs of every conversation, concurrently (at most ``at_once`` agent processes alive).
 
     A run that fails is kept as its exception, so one provider's failure fails that provider's tests only.
-    The restart chains go first: they are the longest (one process start per turn).
     """
     slots = asyncio.Semaphore(at_once)
     jobs = [(c, mode) for mode in ("restart", "memory") for c in conversations]
