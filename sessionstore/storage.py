@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
 
-from .errors import EventEncodeError, InvalidSessionIdError
+from .errors import EventEncodeError, InvalidCursorError, InvalidSessionIdError
 from .events import BaseEvent, UserMessage
 
 __all__ = [
@@ -186,17 +186,32 @@ def encode_cursor(created_at: datetime, session_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: object) -> tuple[datetime, str]:
+    """The sort key a cursor holds; :class:`InvalidCursorError` for anything :func:`encode_cursor` did not make.
+
+    A client may send anything as a cursor (a number, deep nesting, a year its zone pushes past year 1 in UTC):
+    every such value is the same clear error, never whatever a parser or the database would raise.
+    """
+    shown = repr(cursor) if len(repr(cursor)) <= 80 else f"{repr(cursor)[:77]}..."
     try:
+        if not isinstance(cursor, str) or len(cursor) > _CURSOR_MAX:
+            raise ValueError("not a cursor string")
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        stamp, session_id = json.loads(raw)
+        decoded = json.loads(raw)
+        if not (isinstance(decoded, list) and len(decoded) == 2 and all(isinstance(x, str) for x in decoded)):
+            raise ValueError("not a cursor's fields")
+        stamp, session_id = decoded
         when = datetime.fromisoformat(stamp)
         UUID(hex=session_id)
         if when.tzinfo is None:
             raise ValueError("naive timestamp")
+        when.astimezone(UTC)  # as the database compares it
         return when, session_id
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"invalid session list cursor: {cursor!r}") from exc
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError, OverflowError) as exc:
+        raise InvalidCursorError(f"invalid session list cursor: {shown}") from exc
+
+
+_CURSOR_MAX = 512  # a cursor this module makes is under 100 characters
 
 
 TITLE_LENGTH = 80

@@ -247,6 +247,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.StorageError,
                 errors.EventEncodeError,
                 errors.InvalidSessionIdError,
+                errors.InvalidCursorError,
                 errors.NotADatabaseError,
                 errors.DatabaseCorruptError,
                 errors.DatabaseReadOnlyError,

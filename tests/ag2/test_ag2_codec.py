@@ -819,6 +819,8 @@ def test_a_value_the_codec_cannot_rebuild_is_stored_as_what_the_model_saw() -> N
     looped.append(looped)
     with pytest.raises(EventEncodeError, match=r"nested too deeply"):
         codec.encode(ModelMessage("x", metadata={"loop": looped}))
+    with pytest.raises(EventEncodeError, match=r"4300 digits"):  # was a plain ValueError
+        codec.encode(ModelMessage("x", metadata={"n": 10**5000}))
 
 
 def test_json_codec_refuses_a_class_it_cannot_build_when_it_is_registered() -> None:
