@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import secrets
@@ -316,21 +317,28 @@ def _event_line(
     return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+class _NotFinite(ValueError):
+    """A number JSON text can spell but a JSON value cannot hold: NaN, Infinity, or one past a double (1e999)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
 
 
 def _loads(text: str, what: str) -> Any:
-    """JSON as SQLite's JSON functions read it: no NaN or Infinity, nesting within reason."""
+    """JSON as SQLite's JSON functions read it: finite numbers only (no NaN, Infinity or 1e999), nesting within
+    reason."""
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_finite, parse_float=_finite)
     except RecursionError:
         raise _BadLine(f"the {what} nests too deeply") from None
-    except ValueError as exc:
-        reason = f" ({exc})" if "is not JSON" in str(exc) else ""
-        raise _BadLine(
-            f"the {what} is not valid JSON{reason}" if what != "line" else f"not a JSON object{reason}"
-        ) from None
+    except _NotFinite as exc:
+        raise _BadLine(f"the {what} holds {exc}, which is not a finite number (JSON has no NaN or infinity)") from None
+    except ValueError:
+        raise _BadLine(f"the {what} is not valid JSON" if what != "line" else "not a JSON object") from None
 
 
 def _lines(handle: IO[str]) -> Iterator[tuple[int, str]]:
