@@ -21,10 +21,11 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from .database import create_file
 
-__all__ = ["Leftover", "leftovers", "new", "sweep"]
+__all__ = ["Leftover", "leftovers", "new", "open_new", "sweep"]
 
 _KINDS = {
     "import": "an import's new database",
@@ -40,11 +41,14 @@ def new(target: Path, kind: str, suffix: str = "") -> Path:
     return target.with_name(f".{target.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
 
 
-def make(target: Path, kind: str, suffix: str = "") -> Path:
-    """A fresh scratch file for ``target``, made empty and private (missing folders too, at 0700)."""
-    path = new(target, kind, suffix)
+def open_new(path: Path) -> IO[str]:
+    """Make the scratch file ``path`` (private; missing folders too, at 0700) and open it to write text.
+
+    Called inside the ``try`` whose cleanup removes ``path``: an interruption
+    between making the file and holding it open then leaves nothing either.
+    """
     create_file(path)
-    return path
+    return open(path, "w", encoding="utf-8", newline="")
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,9 +164,9 @@ def _write(out: Path, target: Path, lines: Iterator[str]) -> None:
                 handle.writelines(lines)
             return
         scratch.sweep(target)  # what an export killed outright left
-        tmp = scratch.make(target, "export", ".tmp")
+        tmp = scratch.new(target, "export", ".tmp")
         try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+            with scratch.open_new(tmp) as handle:
                 handle.writelines(lines)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -388,8 +388,8 @@ class _Input:
             if self._start is not None:
                 yield wrapper
                 return
-            self._copy = scratch.make(self._beside, "import", ".jsonl")
-            with open(self._copy, "w", encoding="utf-8", newline="") as copy:
+            self._copy = scratch.new(self._beside, "import", ".jsonl")
+            with scratch.open_new(self._copy) as copy:
                 tee = _Tee(wrapper, copy)
                 yield tee
             self._copied = tee.ended
@@ -540,7 +540,6 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
     return outcome
 
 
-@pgdatabase.either
 def import_sessions(
     db: str | Path, source: str | os.PathLike[str], *, replace: bool = False, progress: Progress | None = None
 ) -> ImportSummary:
@@ -565,18 +564,20 @@ def import_sessions(
     the migration lock), and the import is one transaction: a failed or
     interrupted import leaves the database as it was.
     """
+    postgres = pgdatabase.is_url(db)
     # Beside the database, scratch files are found again by the next import; a server's has no folder of ours.
-    beside = Path(tempfile.gettempdir()) / "sessionstore-postgresql" if pgdatabase.is_url(db) else Path(db).expanduser()
+    beside = Path(tempfile.gettempdir()) / "sessionstore-postgresql" if postgres else Path(db).expanduser()
     scratch.sweep(beside)
     with _opened(source, beside) as opened:
-        return _import(db, opened, replace, progress)
+        # The whole input checked (and a stream copied) before the database is opened: outside PostgreSQL's
+        # event loop, so Ctrl-C ends an import still waiting for its input at once.
+        total = sum(1 for _ in _read_export(opened, postgres=postgres))
+        return _import(db, opened, replace, total, progress)
 
 
-def _import(db: str | Path, source: _Input, replace: bool, progress: Progress | None) -> ImportSummary:
-    postgres = pgdatabase.is_url(db)
-    # The whole input checked before anything is written.
-    total = sum(1 for _ in _read_export(source, postgres=postgres))
-    if postgres:
+@pgdatabase.either
+def _import(db: str | Path, source: _Input, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
+    if pgdatabase.is_url(db):
         url = str(db)
         if pgdatabase.blocking(_revision_at, url) is None:
             pgdatabase.migrate(url)  # an empty database gets the schema (a populated one is refused untouched)
