@@ -394,7 +394,8 @@ class _Input:
                 yield tee
             self._copied = tee.ended
         finally:
-            wrapper.detach()  # the input stays open (standard input is not this import's to close)
+            if not self._raw.closed:  # a pass left unfinished by an interruption ends after the input closed
+                wrapper.detach()  # the input stays open (standard input is not this import's to close)
 
     def close(self) -> None:
         if self._copy is not None:
