@@ -68,6 +68,8 @@ def test_an_interrupted_import_leaves_an_agents_new_file_whole(big_export: Path,
     finally:
         process.kill()
     assert process.returncode == 128 + number, err
+    by = "" if number == signal.SIGINT else f" by {signal.Signals(number).name}"
+    assert err == f"sessionstore: interrupted{by}; nothing half-written was kept\n"  # and nothing else
     assert written == [f"agent {n}" for n in range(20)]
     assert agent_events(target) == 20  # every acknowledged write is still there
     assert not list(tmp_path.glob(".new.db.import-*"))  # and nothing the import made is left
