@@ -502,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every session")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (whole or not at all); default stdout")
 
-    p = command("import", cmd_import, "import a JSON Lines export (one transaction; idempotent)")
+    p = command("import", cmd_import, "import a JSON Lines export (checked whole first; idempotent)")
     p.add_argument("file", help="the export: a file, a pipe or FIFO, or - for standard input (read once)")
     p.add_argument("--replace", action="store_true", help="replace stored sessions whose events differ")
 
