@@ -585,37 +585,42 @@ def _signals_as_ctrl_c() -> Iterator[list[int]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     with _signals_as_ctrl_c() as signals:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        args.db = args.db or default_db_path()
-        if args.command == "prune":
-            args.older_than_text = _age_text(args.older_than)
-        stdout = sys.stdout
-        sys.stdout = _Visible(stdout)
         try:
-            code: int = args.handler(args)
-        except (StorageError, UsageError) as exc:
-            _fail(str(exc))
-        except BrokenPipeError:
-            # `sessionstore list | head`: the reader left, which is no error. Point stdout
-            # at devnull so the interpreter's final flush does not raise again.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-        except OSError as exc:
-            _fail(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
-        except UnicodeEncodeError as exc:
-            # An argument made from bytes that are not UTF-8 (os.fsdecode keeps them as lone surrogates):
-            # nothing stored can match it, and nothing can be stored from it.
-            _fail(f"{exc.object[exc.start : exc.end + 20]!r}... is not valid text: it holds bytes that are not UTF-8")
+            return _run(argv)
         except KeyboardInterrupt:
             # Ctrl-C, SIGTERM or SIGHUP: the scratch files went on the way here. 128 + the signal, as shells say.
             number = signals[-1] if signals else signal.SIGINT
             by = f" by {signal.Signals(number).name}" if signals else ""
             print(f"{PROG}: interrupted{by}; nothing half-written was kept", file=sys.stderr)
             return 128 + number
-        finally:
-            sys.stdout = stdout
-        return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.db = args.db or default_db_path()
+    if args.command == "prune":
+        args.older_than_text = _age_text(args.older_than)
+    stdout = sys.stdout
+    sys.stdout = _Visible(stdout)
+    try:
+        code: int = args.handler(args)
+    except (StorageError, UsageError) as exc:
+        _fail(str(exc))
+    except BrokenPipeError:
+        # `sessionstore list | head`: the reader left, which is no error. Point stdout
+        # at devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:
+        _fail(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+    except UnicodeEncodeError as exc:
+        # An argument made from bytes that are not UTF-8 (os.fsdecode keeps them as lone surrogates):
+        # nothing stored can match it, and nothing can be stored from it.
+        _fail(f"{exc.object[exc.start : exc.end + 20]!r}... is not valid text: it holds bytes that are not UTF-8")
+    finally:
+        sys.stdout = stdout
+    return code
 
 
 def _age_text(delta: timedelta) -> str:

@@ -256,8 +256,9 @@ def backup_before_alembic(
     it. The backup's path, or None when the file is empty or already there.
     """
     found = _movable(conn, path, scripts)
-    already = (found,) if isinstance(destination, (tuple, list)) else found
-    if found is None or destination == already:
+    if isinstance(destination, (tuple, list)):  # `heads`, resolved to the heads' ids
+        destination = destination[0] if len(destination) == 1 else None
+    if found is None or destination == found:
         return None
     return _backup(path, found, busy_timeout)
 
