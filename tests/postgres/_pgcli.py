@@ -14,12 +14,24 @@ from uuid import UUID
 # The command-line tests' helpers (the script's path, its environment, the conversations they write).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 
-from _clitools import TIMEOUT, Spec, child_env, conversation, now, script_path, write_db
+from _clitools import TIMEOUT, Spec, child_env, conversation, now, script_path, synthetic_export, write_db
 
 from sessionstore import BaseEvent, SessionRecord, SQLiteStorage
 from sessionstore.postgres import PostgresStorage
 
-__all__ = ["Spec", "child_env", "conversation", "now", "run", "script_path", "write_both", "write_db", "write_sessions"]
+__all__ = [
+    "TIMEOUT",
+    "Spec",
+    "child_env",
+    "conversation",
+    "now",
+    "run",
+    "script_path",
+    "synthetic_export",
+    "write_both",
+    "write_db",
+    "write_sessions",
+]
 
 
 def run(*args: object, input: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
