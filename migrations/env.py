@@ -11,7 +11,9 @@ failed migration leaves the file as it was.
 * The ``alembic`` command line, from the repository root: ``-x db=PATH`` (or
   the ``SESSIONSTORE_DB`` environment variable) names the file, opened the way
   every sessionstore file is opened (:mod:`sessionstore.database`: the path is
-  a file name, whatever characters it holds) under the same lock. A
+  a file name, whatever characters it holds) under the same lock, and backed
+  up first as ``sessionstore db`` backs it up when the command may move it
+  (:func:`sessionstore.migrate.backup_before_alembic`). A
   PostgreSQL URL (``-x db=postgresql+asyncpg://...``) names a database
   instead, migrated in one transaction under sessionstore's advisory lock
   (:mod:`sessionstore.pgdatabase`).
@@ -28,6 +30,7 @@ what the models write instead.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -159,6 +162,15 @@ def run_migrations_online() -> None:
         path = Path(db).expanduser()
         database.create_file(path)
         with migrate.locked(path, database.BUSY_TIMEOUT) as connection:
+            # The backup `sessionstore db upgrade|downgrade` takes: `alembic downgrade base` drops every session.
+            try:
+                destination = context.get_revision_argument()  # head as its id, base as None
+            except KeyError:  # current, check: the command goes nowhere
+                backup = None
+            else:
+                backup = migrate.backup_before_alembic(connection, path, destination, context.script)
+            if backup is not None:
+                logging.getLogger("alembic.env").info("Backed up %s to %s", path, backup)
             _run(connection)
             if connection.exec_driver_sql("PRAGMA foreign_key_check").first() is not None:
                 raise RuntimeError("the migration left rows that break a foreign key; rolled back")

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from . import pgdatabase, queries, records
+from . import pgdatabase, queries, records, scratch
 from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction, truncate_wal
 from .errors import NotADatabaseError, NotOnPostgreSQLError, SchemaError, UsageError, from_sqlite
 from .storage import SessionRecord, storable_text, utc_text
@@ -59,6 +59,8 @@ class CheckReport:
     its errors. Both are what ``check --repair`` mends; ``repaired`` says what it did.
     ``unindexed``: how many of the newest events the index does not hold yet (not a
     problem: writers index in batches, and search reads those events directly).
+    ``leftovers``: scratch files beside the file that a killed command left (:mod:`scratch`), one line each;
+    they hold conversation text, so they are not ok, and ``check --repair`` (or the next import) removes them.
     """
 
     integrity: list[str]
@@ -69,6 +71,7 @@ class CheckReport:
     search_index: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     unindexed: int = 0
+    leftovers: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +81,7 @@ class CheckReport:
             and self.revision == self.head
             and not self.schema_objects
             and not self.search_index
+            and not self.leftovers
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -91,6 +95,7 @@ class CheckReport:
             "search_index": self.search_index,
             "repaired": self.repaired,
             "unindexed": self.unindexed,
+            "leftovers": self.leftovers,
         }
 
 
@@ -328,14 +333,15 @@ def check(db: str | Path, *, repair: bool = False) -> CheckReport:
     """``sessionstore check``: is the file whole, and does everything ``search`` and the views depend on work?
 
     SQLite's integrity and foreign-key checks; the schema revision; the views
-    and triggers against this version's definitions; and the full-text index,
+    and triggers against this version's definitions; the full-text index,
     by looking up :data:`SAMPLES` events spread over the file by a word of
     their own (an index whose pages were damaged no longer finds them, though
-    SQLite's checks pass). Reads only: an agent writing meanwhile is not held up.
+    SQLite's checks pass); and scratch files a killed command left beside the
+    file. Reads only: an agent writing meanwhile is not held up.
 
     With ``repair``, puts back what is missing or altered (views and triggers,
     from this version's definitions) and rebuilds the index, in one
-    transaction, then checks again.
+    transaction, removes the leftovers, then checks again.
 
     On PostgreSQL (the server checks its own pages): the revision, the functions, triggers, views and search
     index against this version's, orphaned events, and that the index is valid; ``repair`` is refused.
@@ -354,10 +360,20 @@ def check(db: str | Path, *, repair: bool = False) -> CheckReport:
         index = _index_problems(conn) if current and not any("events_fts" in name for name in altered) else []
         trails = conn.execute(queries.UNINDEXED_EVENTS).fetchone() if current and not altered else None
     unindexed = int(trails[0]) if trails is not None else 0
-    report = CheckReport(integrity, foreign, revision, schema_objects=altered, search_index=index, unindexed=unindexed)
-    if not repair or not (altered or index):
+    leftovers = [leftover.describe() for leftover in scratch.leftovers(Path(db))]
+    report = CheckReport(
+        integrity,
+        foreign,
+        revision,
+        schema_objects=altered,
+        search_index=index,
+        unindexed=unindexed,
+        leftovers=leftovers,
+    )
+    if not repair or not (altered or index or leftovers):
         return report
-    repaired = _repair(Path(db), altered)
+    repaired = _repair(Path(db), altered) if altered or index else []
+    repaired += [f"removed {leftover.path}" for leftover in scratch.sweep(Path(db))]
     return replace(check(db), repaired=repaired)
 
 

@@ -15,15 +15,19 @@ commands, on the same functions. A URL's password is never printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 from . import pgdatabase, records
@@ -438,11 +442,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     events = f"{report.unindexed} newest event{'s' * (report.unindexed != 1)}"
     trailing = f" ({events} to index; search reads them directly)" if report.unindexed else ""
     print(f"search index  {'ok' + trailing if not report.search_index else '; '.join(report.search_index)}")
+    for leftover in report.leftovers:
+        print(f"leftover      {leftover}")
     if report.ok:
         print("ok")
         return 0
-    mendable = (report.schema_objects or report.search_index) and not report.repaired
-    print(f"NOT OK{f': run `{PROG} check --repair` to put the views back and rebuild the index' if mendable else ''}")
+    mend = [
+        *(["put the views back and rebuild the index"] if report.schema_objects or report.search_index else []),
+        *(["remove the leftovers"] if report.leftovers else []),
+    ]
+    hint = f": run `{PROG} check --repair` to {' and '.join(mend)}" if mend and not report.repaired else ""
+    print(f"NOT OK{hint}")
     return 1
 
 
@@ -556,8 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every session")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (whole or not at all); default stdout")
 
-    p = command("import", cmd_import, "import a JSON Lines export (one transaction; idempotent)")
-    p.add_argument("file", type=Path, help="the export file (- reads standard input)")
+    p = command("import", cmd_import, "import a JSON Lines export (checked whole first; idempotent)")
+    p.add_argument("file", help="the export: a file, a pipe or FIFO, or - for standard input (read once)")
     p.add_argument("--replace", action="store_true", help="replace stored sessions whose events differ")
 
     p = command("delete", cmd_delete, "delete sessions, their events and their subagents")
@@ -601,7 +611,55 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(1)
 
 
+@contextlib.contextmanager
+def _signals_as_ctrl_c() -> Iterator[list[int]]:
+    """While a command runs, SIGTERM and SIGHUP end it as Ctrl-C does; the signals received, in order.
+
+    ``kill``, ``timeout`` and systemd send SIGTERM, a closed terminal SIGHUP;
+    by default either ends Python at once, leaving scratch files (a new
+    database, a copy of an input, an export's next file) that hold
+    conversation text. Ctrl-C raises KeyboardInterrupt, whose unwinding
+    removes them: these signals do what SIGINT's handler does (asyncio's, while
+    a PostgreSQL command runs one, which cancels its task first). A signal
+    ignored when the command started (``nohup``) stays ignored.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield received
+        return
+
+    def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):  # SIGINT ignored (a background job): these signals still end the command
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):  # no SIGHUP on Windows
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) == signal.SIG_DFL:
+            previous[number] = signal.signal(number, as_ctrl_c)
+    try:
+        yield received
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _signals_as_ctrl_c() as signals:
+        try:
+            return _run(argv)
+        except KeyboardInterrupt:
+            # Ctrl-C, SIGTERM or SIGHUP: the scratch files went on the way here. 128 + the signal, as shells say.
+            number = signals[-1] if signals else signal.SIGINT
+            by = f" by {signal.Signals(number).name}" if signals else ""
+            print(f"{PROG}: interrupted{by}; nothing half-written was kept", file=sys.stderr)
+            return 128 + number
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.db = args.db or default_db_path()
@@ -624,9 +682,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # An argument made from bytes that are not UTF-8 (os.fsdecode keeps them as lone surrogates):
         # nothing stored can match it, and nothing can be stored from it.
         _fail(f"{exc.object[exc.start : exc.end + 20]!r}... is not valid text: it holds bytes that are not UTF-8")
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; nothing half-written was kept", file=sys.stderr)
-        return 130
     finally:
         sys.stdout = stdout
     return code

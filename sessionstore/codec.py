@@ -405,7 +405,10 @@ def payload_text(fields: dict[str, Any]) -> str:
     Lone surrogates cannot be stored as UTF-8 text; ``\\u`` escapes can, and
     ``json.loads`` gives the same string back, so such a payload is written in ASCII.
     """
-    text = _dumps(fields)
+    try:
+        text = _dumps(fields)
+    except ValueError as exc:  # Python refuses to write an int of more than sys.get_int_max_str_digits() digits
+        raise EventEncodeError(f"cannot store the event: {exc}") from None
     return text if text.isascii() or _utf8(text) else _dumps_ascii(fields)
 
 

@@ -80,6 +80,10 @@ class InvalidSessionIdError(StorageError, ValueError):
     """A session or stream id that is not a UUID (32 hex digits); nothing was read or written."""
 
 
+class InvalidCursorError(StorageError, ValueError):
+    """A session-list cursor this store never issued (cursors are opaque: pass back only ``next_cursor``)."""
+
+
 class NotADatabaseError(StorageError):
     """The file exists but is not a SQLite database (or is encrypted); it was not changed."""
 

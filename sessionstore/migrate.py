@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HEAD",
+    "backup_before_alembic",
     "current",
     "downgrade",
     "head",
@@ -235,6 +236,39 @@ def _backup(path: Path, revision: str, busy_timeout: float) -> Path:
     return target
 
 
+def _movable(conn: Connection, path: Path, scripts: ScriptDirectory) -> str | None:
+    """The revision of the file ``conn`` holds the lock on, once it is known to be one these scripts can move."""
+    found, populated = read_revision(cast(sqlite3.Connection, conn.connection.driver_connection), path)
+    _refuse_unknown(scripts, path, found, populated)
+    return found
+
+
+def backup_before_alembic(
+    conn: Connection,
+    path: Path,
+    destination: str | Sequence[str] | None,
+    scripts: ScriptDirectory,
+    *,
+    busy_timeout: float = BUSY_TIMEOUT,
+) -> Path | None:
+    """For the ``alembic`` command (``migrations/env.py``), under the lock ``conn`` holds: the backup
+    ``sessionstore db upgrade`` and ``db downgrade`` take before they move a file, taken the same way.
+
+    ``downgrade base`` drops every session, so no command that moves a file
+    with a schema goes without one. ``destination`` is where the command goes
+    (``upgrade``, ``downgrade``, ``stamp``), as Alembic resolved it: ``None``
+    is base, a relative one (``-1``) is taken to move the file. A file these
+    scripts cannot move is refused untouched first, as :func:`upgrade` refuses
+    it. The backup's path, or None when the file is empty or already there.
+    """
+    found = _movable(conn, path, scripts)
+    if isinstance(destination, (tuple, list)):  # `heads`, resolved to the heads' ids
+        destination = destination[0] if len(destination) == 1 else None
+    if found is None or destination == found:
+        return None
+    return _backup(path, found, busy_timeout)
+
+
 def check_direction(
     scripts: ScriptDirectory, where: object, found: str | None, target: str | None, direction: Direction
 ) -> None:
@@ -271,8 +305,7 @@ def _migrate(
     target = _resolve(scripts, revision)
     try:
         with locked(path, busy_timeout) as conn:
-            found, populated = read_revision(cast(sqlite3.Connection, conn.connection.driver_connection), path)
-            _refuse_unknown(scripts, path, found, populated)
+            found = _movable(conn, path, scripts)
             if found == target:
                 return None  # already there (perhaps another process just migrated it)
             check_direction(scripts, path, found, target, direction)

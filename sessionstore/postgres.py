@@ -47,6 +47,7 @@ from .storage import (
     SessionPage,
     SessionRecord,
     StreamId,
+    annotate_context,
     check_limit,
     decode_cursor,
     missing_parent,
@@ -286,6 +287,7 @@ class PostgresStorage:
         self.url = pgdatabase.redacted(url)
         """The URL with its password hidden."""
         self.codec: Codec = codec if codec is not None else JsonCodec()
+        annotate_context(self, self.codec)
         self.auto_upgrade = auto_upgrade
         self.lock_timeout = lock_timeout
         self.pool_size = pool_size

@@ -44,6 +44,7 @@ from .storage import (
     SessionPage,
     SessionRecord,
     StreamId,
+    annotate_context,
     check_limit,
     missing_parent,
     opened_from,
@@ -145,6 +146,7 @@ class SQLiteStorage:
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
         self.codec: Codec = codec if codec is not None else JsonCodec()
+        annotate_context(self, self.codec)
         self.auto_upgrade = auto_upgrade
         self.max_pages = max_pages
         self.allow_shared_file = allow_shared_file

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import types
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
 
-from .errors import EventEncodeError, InvalidSessionIdError, ParentSessionMissingError
+from .errors import EventEncodeError, InvalidCursorError, InvalidSessionIdError, ParentSessionMissingError
 from .events import BaseEvent, UserMessage
 
 __all__ = [
@@ -135,6 +136,29 @@ class EventContext:
         return cls(stream=_Stream(stream_id))
 
 
+def annotate_context(storage: object, codec: object) -> None:
+    """Give this storage's ``save_event`` the ``context`` annotation the codec's framework injects by.
+
+    AG2 subscribes a storage's ``save_event`` itself when every event is kept
+    (``MemoryStream(storage, persist_all=True)``) and fills ``context`` by its
+    annotation, which must then be AG2's own ``Context``. This layer never imports
+    AG2, so the codec names it (``AG2Codec.context_annotation``). The method is
+    copied with that annotation, not wrapped: an append pays no extra call.
+    """
+    annotation = getattr(codec, "context_annotation", None)
+    if annotation is None:
+        return
+    method = type(storage).save_event  # type: ignore[attr-defined]
+    copy = types.FunctionType(
+        method.__code__, method.__globals__, method.__name__, method.__defaults__, method.__closure__
+    )
+    copy.__kwdefaults__ = method.__kwdefaults__
+    copy.__qualname__ = method.__qualname__
+    copy.__doc__ = method.__doc__
+    copy.__annotations__ = {**method.__annotations__, "context": annotation}
+    storage.save_event = types.MethodType(copy, storage)  # type: ignore[attr-defined]
+
+
 @runtime_checkable
 class Storage(Protocol):
     """Where a conversation's events live, keyed by stream id."""
@@ -225,17 +249,32 @@ def encode_cursor(created_at: datetime, session_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: object) -> tuple[datetime, str]:
+    """The sort key a cursor holds; :class:`InvalidCursorError` for anything :func:`encode_cursor` did not make.
+
+    A client may send anything as a cursor (a number, deep nesting, a year its zone pushes past year 1 in UTC):
+    every such value is the same clear error, never whatever a parser or the database would raise.
+    """
+    shown = repr(cursor) if len(repr(cursor)) <= 80 else f"{repr(cursor)[:77]}..."
     try:
+        if not isinstance(cursor, str) or len(cursor) > _CURSOR_MAX:
+            raise ValueError("not a cursor string")
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        stamp, session_id = json.loads(raw)
+        decoded = json.loads(raw)
+        if not (isinstance(decoded, list) and len(decoded) == 2 and all(isinstance(x, str) for x in decoded)):
+            raise ValueError("not a cursor's fields")
+        stamp, session_id = decoded
         when = datetime.fromisoformat(stamp)
         UUID(hex=session_id)
         if when.tzinfo is None:
             raise ValueError("naive timestamp")
+        when.astimezone(UTC)  # as the database compares it
         return when, session_id
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"invalid session list cursor: {cursor!r}") from exc
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError, OverflowError) as exc:
+        raise InvalidCursorError(f"invalid session list cursor: {shown}") from exc
+
+
+_CURSOR_MAX = 512  # a cursor this module makes is under 100 characters
 
 
 TITLE_LENGTH = 80

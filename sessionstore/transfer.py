@@ -25,11 +25,11 @@ the line, before it writes anything.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import math
 import os
 import re
-import secrets
-import shutil
 import sqlite3
 import stat
 import sys
@@ -38,9 +38,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import IO, Any, BinaryIO, TypeAlias, cast
 
-from . import pgdatabase, queries, records
+from . import pgdatabase, queries, records, scratch
 from .admin import forget_deleted, in_batches, index_new_events, writable
 from .codec import ROLES, is_text_path, legacy_description
 from .database import prepare
@@ -205,9 +205,10 @@ def _write(out: Path, target: Path, lines: Iterator[str]) -> None:
             with open(target, "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(lines)
             return
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        scratch.sweep(target)  # what an export killed outright left
+        tmp = scratch.new(target, "export", ".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            with scratch.open_new(tmp) as handle:
                 handle.writelines(lines)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -215,7 +216,7 @@ def _write(out: Path, target: Path, lines: Iterator[str]) -> None:
                 os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))  # replaced, not re-permissioned
             os.replace(tmp, target)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None
@@ -371,25 +372,32 @@ def _event_line(
     return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+class _NotFinite(ValueError):
+    """A number JSON text can spell but a JSON value cannot hold: NaN, Infinity, or one past a double (1e999)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
 
 
 def _loads(text: str, what: str) -> Any:
-    """JSON as SQLite's JSON functions read it: no NaN or Infinity, nesting within reason."""
+    """JSON as SQLite's JSON functions read it: finite numbers only (no NaN, Infinity or 1e999), nesting within
+    reason."""
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_finite, parse_float=_finite)
     except RecursionError:
         raise _BadLine(f"the {what} nests too deeply") from None
-    except ValueError as exc:
-        reason = f" ({exc})" if "is not JSON" in str(exc) else ""
-        raise _BadLine(
-            f"the {what} is not valid JSON{reason}" if what != "line" else f"not a JSON object{reason}"
-        ) from None
+    except _NotFinite as exc:
+        raise _BadLine(f"the {what} holds {exc}, which is not a finite number (JSON has no NaN or infinity)") from None
+    except ValueError:
+        raise _BadLine(f"the {what} is not valid JSON" if what != "line" else "not a JSON object") from None
 
 
-def _lines(handle: IO[str]) -> Iterator[tuple[int, str]]:
-    """The file's numbered lines, each read at most :data:`MAX_LINE` long: a huge line fails, not the machine."""
+def _lines(handle: IO[str] | _Tee) -> Iterator[tuple[int, str]]:
+    """The input's numbered lines, each read at most :data:`MAX_LINE` long: a huge line fails, not the machine."""
     number = 0
     while True:
         line = handle.readline(MAX_LINE + 1)
@@ -401,32 +409,118 @@ def _lines(handle: IO[str]) -> Iterator[tuple[int, str]]:
         yield number, line
 
 
+class _Input:
+    """The input of an import, opened once; each pass (checked, then written) reads it from its start.
+
+    A regular file is read again from where it started, through the one open
+    file (the same file, even if its path is replaced meanwhile). Anything else
+    (standard input, a pipe, ``<(...)``, a FIFO) can be read only once: the first
+    pass keeps a private copy beside the database, a line at a time (memory
+    stays bounded), and the later passes read the copy. ``name`` is the input as
+    the user gave it, for messages.
+    """
+
+    def __init__(self, raw: IO[bytes], name: str, beside: Path) -> None:
+        self.name = name
+        self._raw = raw
+        self._start = raw.tell() if _regular(raw) else None
+        self._beside = beside
+        self._copy: Path | None = None
+        self._copied = False
+
+    @contextlib.contextmanager
+    def text(self) -> Iterator[IO[str] | _Tee]:
+        """The input from its start, as text (newlines as :func:`open` reads them)."""
+        if self._copy is not None:
+            assert self._copied, "a pass over a stream's copy before the first pass read it whole"
+            with open(self._copy, encoding="utf-8", newline="") as handle:
+                yield handle
+            return
+        if self._start is not None:
+            self._raw.seek(self._start)
+        wrapper = io.TextIOWrapper(cast(BinaryIO, self._raw), encoding="utf-8")
+        try:
+            if self._start is not None:
+                yield wrapper
+                return
+            self._copy = scratch.new(self._beside, "import", ".jsonl")
+            with scratch.open_new(self._copy) as copy:
+                tee = _Tee(wrapper, copy)
+                yield tee
+            self._copied = tee.ended
+        finally:
+            if not self._raw.closed:  # a pass left unfinished by an interruption ends after the input closed
+                wrapper.detach()  # the input stays open (standard input is not this import's to close)
+
+    def close(self) -> None:
+        if self._copy is not None:
+            self._copy.unlink(missing_ok=True)
+
+
+class _Tee:
+    """A stream read once, written to a copy as it is read."""
+
+    def __init__(self, source: IO[str], copy: IO[str]) -> None:
+        self._source, self._copy = source, copy
+        self.ended = False
+
+    def readline(self, limit: int) -> str:
+        line = self._source.readline(limit)
+        self._copy.write(line)
+        self.ended |= not line
+        return line
+
+
+def _regular(raw: IO[bytes]) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(raw.fileno()).st_mode)
+    except (OSError, ValueError):  # no file descriptor (io.UnsupportedOperation is both): a stream
+        return False
+
+
+@contextlib.contextmanager
+def _opened(source: str | os.PathLike[str], beside: Path) -> Iterator[_Input]:
+    """``source`` (``-``: standard input) opened once, for :class:`_Input`; errors name it as given."""
+    name = "<stdin>" if str(source) == "-" else str(source)
+    if str(source) == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        try:
+            raw = open(Path(source).expanduser(), "rb")  # closed below, after every pass
+        except FileNotFoundError:
+            raise ImportFileError(f"{name}: no such file") from None
+        except IsADirectoryError:
+            raise ImportFileError(f"{name} is a folder, not an export file") from None
+        except OSError as exc:
+            raise ImportFileError(f"{name}: cannot read it ({exc.strerror})") from None
+    opened = _Input(raw, name, beside)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        if raw is not sys.stdin.buffer:
+            raw.close()
+
+
 def _no_nul(values: dict[str, Any], whose: str) -> None:
     for key, value in values.items():
         if isinstance(value, str) and "\x00" in value:
             raise _BadLine(f"the {whose} {key} holds a NUL character (U+0000), which PostgreSQL cannot store in text")
 
 
-def _read_export(path: Path, *, postgres: bool = False, shown: str | None = None) -> Iterator[_ImportSession]:
-    """The sessions of an export file, each with its events; :class:`ImportFileError` at the first flaw.
+def _read_export(source: _Input, *, postgres: bool = False) -> Iterator[_ImportSession]:
+    """The sessions of an export, each with its events, read from the input's start; :class:`ImportFileError` at
+    the first flaw.
 
     ``postgres``: refuse text PostgreSQL cannot store (U+0000; JSON columns and payloads hold it escaped, so
-    only the plain text columns can). ``shown`` is how messages name the file (``<stdin>``).
+    only the plain text columns can).
     """
-    name = shown or str(path)
-    try:
-        handle = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise ImportFileError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise ImportFileError(f"{name} is a folder, not an export file") from None
-    except OSError as exc:
-        raise ImportFileError(f"{name}: cannot read it ({exc.strerror})") from None
+    name = source.name
     seen: set[str] = set()
     current: _ImportSession | None = None
     version = 0
     number = 0
-    with handle:
+    with source.text() as handle:
         try:
             for number, text in _lines(handle):
                 if not text.strip():
@@ -524,7 +618,6 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
     return outcome
 
 
-@pgdatabase.either
 def import_sessions(
     db: str | Path, source: str | os.PathLike[str], *, replace: bool = False, progress: Progress | None = None
 ) -> ImportSummary:
@@ -539,50 +632,43 @@ def import_sessions(
     imported whole sessions only. A missing database is built
     beside its path (as :class:`SQLiteStorage` creates one) and appears at the
     path only once it is complete; a failed or interrupted import removes only
-    what it made. ``source`` ``"-"`` is standard input (kept in a private
-    temporary file: the file is read twice, checked then written).
+    what it made, and removes what an import killed outright left for the same
+    database (:mod:`scratch`). ``source`` is opened once and may be anything
+    readable: a file, ``"-"`` (standard input), a pipe, ``/dev/fd/N``, a FIFO
+    (see :class:`_Input`: what can be read only once is copied beside the database
+    as it is checked).
 
     Into PostgreSQL: the database must exist (an empty one gets the schema, under
     the migration lock), and the import is one transaction: a failed or
     interrupted import leaves the database as it was.
     """
-    if str(source) == "-":
-        with _spooled_stdin() as spooled:
-            return _import(db, spooled, "<stdin>", replace, progress)
-    return _import(db, Path(source).expanduser(), None, replace, progress)
-
-
-@contextlib.contextmanager
-def _spooled_stdin() -> Iterator[Path]:
-    fd, name = tempfile.mkstemp(prefix="sessionstore-import-", suffix=".jsonl")  # mode 0600: conversations
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            shutil.copyfileobj(sys.stdin.buffer, handle)
-        yield Path(name)
-    finally:
-        Path(name).unlink(missing_ok=True)
-
-
-def _import(
-    db: str | Path, source_path: Path, shown: str | None, replace: bool, progress: Progress | None
-) -> ImportSummary:
     postgres = pgdatabase.is_url(db)
-    # The whole file checked before anything is written.
-    total = sum(1 for _ in _read_export(source_path, postgres=postgres, shown=shown))
-    if postgres:
+    # Beside the database, scratch files are found again by the next import; a server's has no folder of ours.
+    beside = Path(tempfile.gettempdir()) / "sessionstore-postgresql" if postgres else Path(db).expanduser()
+    scratch.sweep(beside)
+    with _opened(source, beside) as opened:
+        # The whole input checked (and a stream copied) before the database is opened: outside PostgreSQL's
+        # event loop, so Ctrl-C ends an import still waiting for its input at once.
+        total = sum(1 for _ in _read_export(opened, postgres=postgres))
+        return _import(db, opened, replace, total, progress)
+
+
+@pgdatabase.either
+def _import(db: str | Path, source: _Input, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
+    if pgdatabase.is_url(db):
         url = str(db)
         if pgdatabase.blocking(_revision_at, url) is None:
             pgdatabase.migrate(url)  # an empty database gets the schema (a populated one is refused untouched)
-        return _import_into(url, source_path, replace, total, progress, shown)
+        return _import_into(url, source, replace, total, progress)
     path = Path(db).expanduser()
     if path.exists():
-        return _import_into(path, source_path, replace, total, progress, shown)
+        return _import_into(path, source, replace, total, progress)
     # A new database is built beside its final path and linked there only once it is complete, so nobody
     # (an agent started meanwhile) ever sees it half-made, and a failure removes only this call's own file.
-    building = path.with_name(f".{path.name}.import-{os.getpid()}-{secrets.token_hex(4)}")
+    building = scratch.new(path, "import")
     try:
         prepare(building)
-        summary = _import_into(building, source_path, replace, total, progress, shown)
+        summary = _import_into(building, source, replace, total, progress)
         try:
             os.link(building, path)
         except FileExistsError:
@@ -591,7 +677,7 @@ def _import(
             ) from None
         return summary
     finally:
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("-wal", "-shm", ""):
             Path(f"{building}{suffix}").unlink(missing_ok=True)
 
 
@@ -601,21 +687,21 @@ def _revision_at(url: str) -> str | None:
 
 
 def _import_into(
-    path: str | Path, source: Path, replace: bool, total: int, progress: Progress | None, shown: str | None = None
+    path: str | Path, source: _Input, replace: bool, total: int, progress: Progress | None
 ) -> ImportSummary:
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
     events = 0
     with writable(path) as conn:
         # A conflict anywhere is found before anything is written: different events (unless replacing), or a
         # subagent whose session is neither earlier in the file nor stored.
-        for item in _read_export(source, shown=shown):
+        for item in _read_export(source):
             if _outcome(conn, item, replace) != "unchanged" and not item.parent_earlier:
                 _parent_row(conn, item)
 
         def apply(conn: sqlite3.Connection, item: _ImportSession) -> tuple[str, int]:
             return _import_one(conn, item, replace), len(item.events)
 
-        items = _read_export(source, shown=shown)
+        items = _read_export(source)
         finish = None if records.is_postgres(conn) else index_new_events  # PostgreSQL indexes as it writes
         for done, (outcome, count) in enumerate(in_batches(conn, Path(path), items, apply, finish=finish), 1):
             counts[outcome] += 1

@@ -9,11 +9,15 @@ as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
 * every session has a row (context, title, times, released flag) kept in step
   with AG2's own registry, so ``session/list`` can list sessions of earlier
   processes and ``sessionstore list``/``prune`` see them too;
-* ``session/list``, ``session/resume`` and ``session/close`` are served (resume
-  and close are routed by the SDK only with its unstable protocol on, so the
-  agent serves with it on), and a title can be set with the extension method
+* ``session/list``, ``session/resume`` and ``session/close`` are served on every
+  connection, however it was made (resume and close are routed by the SDK only
+  with its unstable protocol on, which AG2's ``serve``, behind ``run_stdio`` and
+  ``ag2.acp.testing.connect``, leaves off: the agent turns it on for its own
+  connection), and a title can be set with the extension method
   ``_sessionstore/set_title``. ``session/delete`` has no route in the SDK
-  (0.12); ``sessionstore delete ID`` deletes a session from the file.
+  (0.12); ``sessionstore delete ID`` deletes a session from the file;
+* a prompt that fails is answered with a message saying why, credentials masked
+  (:mod:`.failures`), and the prompt stays in the session.
 
 AG2 1.2 has no public hook for any of that, so it leans on a few of AG2's
 private names. All of them are touched in one place, the block marked
@@ -27,6 +31,7 @@ import asyncio
 import contextlib
 import functools
 import importlib.metadata
+import json
 import logging
 import os
 import signal
@@ -38,24 +43,29 @@ from uuid import UUID
 
 import acp
 from acp import schema
-from acp.agent.connection import AgentSideConnection
+from acp.agent.router import build_agent_router
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+from acp.router import MessageRouter
 from acp.stdio import stdio_streams
 from ag2 import Agent
 from ag2.acp import ACPAgent, SessionConfig
 from ag2.acp.agent import _ConnectionScope  # AG2 internals: see the block below
-from ag2.acp.executor import heal_cancelled_turn, isolate_variables
-from ag2.acp.guard import guard_router
+from ag2.acp.executor import HUMAN_INPUT_ERROR_CATEGORY, AgentExecutor, heal_cancelled_turn, isolate_variables
+from ag2.acp.guard import serve as ag2_serve
+from ag2.acp.mappers import prompt_to_inputs
 from ag2.acp.sessions import AgentSession, SessionLimitError, SessionStore, UnknownSessionError
 from ag2.agent import _get_stream_turn_lock  # AG2 internals: see the block below
+from ag2.events import BaseEvent, ModelRequest, TextInput
+from ag2.exceptions import HumanInputError
 from ag2.history import unanswered_tool_calls
 from pydantic import BaseModel
 
-from ..errors import StorageError
+from ..errors import InvalidCursorError
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
-from ..storage import SessionCatalog, SessionRecord, Storage, in_session
+from ..storage import EventContext, SessionCatalog, SessionRecord, Storage, in_session
 from .codec import AG2Codec
+from .failures import describe_failure, known_secrets
 
 if TYPE_CHECKING:
     from ag2.stream import MemoryStream
@@ -159,21 +169,35 @@ def _in_its_session(prompt: Prompt) -> Prompt:
 #   close and disconnect), _release (eviction and expiry), _retain.
 # * ACPAgent: _session_config (the registry's config), _observe (the on_session hook), _scope; and the served
 #   Agent's _agent_variables, which seed an adopted session as AG2's own load seeds it.
+# * ACPAgent._executor, the AgentExecutor that runs each turn: replaced by one (built with the same options) whose
+#   run_turn, inside the session's turn, tells the client why a turn failed and keeps the prompt (below).
 # * ag2.agent._get_stream_turn_lock: the lock AG2's load holds while repairing, so a repair never runs under a
 #   turn driving the same stream from another connection; resume holds it too.
-# * acp's AgentSideConnection._conn._handler: where ag2.acp.guard.serve installs its _meta guard; done the same
-#   way here, with the unstable protocol on (session/resume and session/close are routed only then).
+# * acp's AgentSideConnection._conn._handler, the connection's router: the SDK routes session/resume and
+#   session/close only on a connection made with its unstable protocol on, and ag2.acp.guard.serve (behind
+#   ACPAgent.run_stdio, DurableACPAgent.serve and ag2.acp.testing.connect) makes it with it off. The scope's
+#   on_connect, which the SDK calls once the router is built and before a message is read, puts in a router
+#   built with it on (and the _meta guard for list/resume/close); guard.serve then wraps that in AG2's guard as
+#   it wraps any. Where the router is not found there, resume and close are not advertised.
 
 AG2_INTERNALS: dict[type, tuple[str, ...]] = {
-    _ConnectionScope: ("_capabilities", "_require_session_scope", "_parse_session_id", "load_session", "prompt"),
+    _ConnectionScope: (
+        "_capabilities",
+        "_require_session_scope",
+        "_parse_session_id",
+        "load_session",
+        "prompt",
+        "on_connect",
+    ),
     SessionStore: ("_discard", "_release", "forget", "get_or_adopt", "create", "stream", "get"),
     ACPAgent: ("_observe", "bind", "sessions", "agent"),
+    AgentExecutor: ("run_turn", "agent"),
 }
 """The private (and overridden) names this module relies on, per class; the tests check they all exist."""
 AG2_INTERNAL_SLOTS: dict[type, tuple[str, ...]] = {
     _ConnectionScope: ("_owner", "_client", "_sessions"),
     SessionStore: ("_lock", "_sessions", "_retain"),
-    ACPAgent: ("_session_config", "_scope"),
+    ACPAgent: ("_session_config", "_scope", "_executor"),
 }
 """Instance attributes read or written here, as AG2 declares them in ``__slots__``."""
 
@@ -292,11 +316,18 @@ class _DurableSessions(SessionStore):
 class _DurableScope(_ConnectionScope):
     """One client connection: AG2's scope plus session/list, resume, close and set_title."""
 
-    __slots__ = ()
+    __slots__ = ("_routes_unstable",)
 
     def __init__(self, owner: DurableACPAgent, client: acp.Client | None) -> None:
         super().__init__(owner, client)
         self._sessions = _DurableSessions(owner._catalog, owner._session_config)
+        self._routes_unstable = False
+
+    def on_connect(self, conn: Any) -> None:
+        """The SDK hands over the connection: route resume and close on it, whoever made it (see the block)."""
+        super().on_connect(conn)
+        self._routes_unstable = _route_unstable_methods(conn, self)
+        _guard_receive(conn)
 
     @property
     def durable(self) -> _DurableSessions:
@@ -304,10 +335,12 @@ class _DurableScope(_ConnectionScope):
 
     def _capabilities(self) -> schema.AgentCapabilities:
         capabilities = super()._capabilities()
+        # Only what this connection routes: resume and close need the router on_connect put in.
+        routed = self._routes_unstable
         capabilities.session_capabilities = schema.SessionCapabilities(
             list=schema.SessionListCapabilities(),
-            resume=schema.SessionResumeCapabilities(),
-            close=schema.SessionCloseCapabilities(),
+            resume=schema.SessionResumeCapabilities() if routed else None,
+            close=schema.SessionCloseCapabilities() if routed else None,
             additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
         )
         return capabilities
@@ -447,9 +480,7 @@ class _DurableScope(_ConnectionScope):
         owner = cast(DurableACPAgent, self._owner)
         try:
             page = await self.durable.catalog.list_sessions(cwd=cwd, cursor=cursor, limit=owner.list_page_size)
-        except StorageError:
-            raise
-        except ValueError as exc:  # a cursor this agent did not issue
+        except InvalidCursorError as exc:  # a cursor this agent did not issue
             raise acp.RequestError.invalid_params({"reason": str(exc)}) from exc
         return schema.ListSessionsResponse(
             sessions=[
@@ -535,6 +566,76 @@ class _DurableScope(_ConnectionScope):
         return {"sessionId": stream_id.hex, "title": title}
 
 
+class _DurableExecutor(AgentExecutor):
+    """AG2's executor; a turn that fails is answered with why (no secrets), and its prompt stays in the session.
+
+    AG2 answers a failed turn with a bare "Internal error", and a turn that failed before its prompt reached the
+    stream (the model could not even be set up: no API key) leaves no trace of the prompt. Here, still inside
+    the session's turn (so the next prompt cannot start in between):
+
+    * the prompt is stored if the turn did not store it, so a load or a later process shows what was asked;
+      the next model call then gets it before the new prompt, two user messages in a row, as plain AG2 leaves
+      them after a provider error (it stores the prompt before calling the provider);
+    * tool calls left unanswered are closed, as AG2 does after a failure;
+    * the client gets ``Internal error``'s code with a message saying why, redacted (:mod:`.failures`).
+    """
+
+    __slots__ = ()
+
+    async def run_turn(
+        self,
+        *,
+        session: AgentSession,
+        store: SessionStore,
+        client: acp.Client,
+        blocks: Any,
+        meta: dict[str, Any] | None = None,
+    ) -> str:
+        stream = store.stream(session)
+        stored: list[ModelRequest] = []
+
+        async def watch(event: BaseEvent) -> None:
+            # Subscribed after the stream's storage, so called only once the event is stored.
+            if isinstance(event, ModelRequest):
+                stored.append(event)
+
+        watching = stream.subscribe(watch)
+        try:
+            return await super().run_turn(session=session, store=store, client=client, blocks=blocks, meta=meta)
+        except Exception as exc:
+            kept = bool(stored) or await _keep_prompt(store.storage, stream.id, blocks)
+            try:
+                await heal_cancelled_turn(stream)
+            except Exception:
+                logger.warning("could not repair the history of session %s", session.session_id, exc_info=True)
+            message, data = describe_failure(exc, secrets=known_secrets(self.agent.config), prompt_kept=kept)
+            if isinstance(exc, HumanInputError):
+                data["category"] = HUMAN_INPUT_ERROR_CATEGORY  # as AG2 marks it
+            logger.warning("session %s: %s", session.session_id, message)
+            logger.debug("the failed turn's exception (may quote secrets)", exc_info=exc)
+            raise acp.RequestError(INTERNAL_ERROR, message, data) from exc
+        finally:
+            stream.unsubscribe(watching)
+
+
+def _run_turns_durably(server: ACPAgent, agent: Agent, options: dict[str, Any]) -> None:
+    """Replace the executor ACPAgent built with a durable one, built from the same options as AG2 builds it."""
+    server._executor = _DurableExecutor(
+        agent, stream_thoughts=options.get("stream_thoughts", False), hitl_hook=options.get("hitl_hook")
+    )
+
+
+async def _keep_prompt(storage: Any, stream_id: UUID, blocks: Any) -> bool:
+    """Store a failed turn's prompt as the turn would have (a failure to is logged: the turn failed already)."""
+    request = ModelRequest(prompt_to_inputs(blocks) or [TextInput("")])
+    try:
+        await storage.save_event(request, EventContext.for_stream(stream_id))
+    except Exception:
+        logger.warning("could not store the prompt of a failed turn on %s", stream_id.hex, exc_info=True)
+        return False
+    return True
+
+
 _SESSION_REQUESTS: dict[str, type[BaseModel]] = {
     "session/list": schema.ListSessionsRequest,
     "session/resume": schema.ResumeSessionRequest,
@@ -566,26 +667,79 @@ def _guard_more(handler: Any) -> Any:
     return guarded
 
 
-async def _serve(factory: Callable[[acp.Client], _DurableScope], reader: Any, writer: Any) -> None:
-    """``ag2.acp.guard.serve`` with the unstable protocol on, so session/resume and session/close are routed."""
-    scope: _DurableScope | None = None
+def _route_unstable_methods(conn: Any, scope: _DurableScope) -> bool:
+    """Give ``conn`` a router for ``scope`` with the SDK's unstable protocol on; False if its router is not there.
 
-    def bind(client: acp.Client) -> _DurableScope:
-        nonlocal scope
-        scope = factory(client)
-        return scope
+    Done in ``on_connect``, before the connection reads anything, so every request meets the new router; whoever
+    made the connection wraps it afterwards as they would have wrapped the first (AG2's serve: its _meta guard).
+    """
+    inner: Any = getattr(conn, "_conn", None)
+    if not isinstance(getattr(inner, "_handler", None), MessageRouter):
+        logger.warning("this ACP connection's router is not where it was; session/resume and close are not served")
+        return False
+    inner._handler = _guard_more(build_agent_router(cast(Any, scope), use_unstable_protocol=True))
+    return True
 
-    conn = AgentSideConnection(cast(Any, bind), writer, reader, listening=False, use_unstable_protocol=True)
-    conn._conn._handler = guard_router(_guard_more(conn._conn._handler))
-    try:
-        await conn.listen()
-    finally:
-        try:
-            await asyncio.shield(conn.close())
-        finally:
-            if scope is not None:
-                # After the connection, which stops the handlers still running (as AG2's serve does).
-                await asyncio.shield(scope.aclose())
+
+def _guard_receive(conn: Any) -> None:
+    """Let no line a client sends end the agent (and every live turn with it).
+
+    The SDK's receive loop (acp ``Connection._receive_loop`` over ``NdjsonTransport.receive``) takes a JSON ``null``
+    for the end of input, and raises out of the loop, ending the connection, on a message that is not an object (a
+    batch, a number) or whose ``id`` or ``error`` has the wrong type. Its transport's ``receive`` is replaced here,
+    over the same framing (``_read_line``), by one that hands the loop only well-formed messages: a line that is not
+    JSON is answered -32700, a value that is not a JSON-RPC message -32600 (``id`` null, as JSON-RPC asks), a
+    malformed response is logged and dropped. Left as it was if the transport is not where SDK 0.12 keeps it.
+    """
+    transport: Any = getattr(getattr(conn, "_conn", None), "_transport", None)
+    read_line = getattr(transport, "_read_line", None)
+    if read_line is None or not callable(getattr(transport, "send", None)):
+        logger.warning("this ACP connection's transport is not where it was; malformed lines are left to the SDK")
+        return
+
+    async def refuse(code: int, message: str, reason: str) -> None:
+        logger.warning("ignored a line from the client: %s", reason)
+        error = {"code": code, "message": message, "data": {"reason": reason}}
+        await transport.send({"jsonrpc": "2.0", "id": None, "error": error})
+
+    async def receive() -> dict[str, Any] | None:
+        while True:
+            raw = await read_line()
+            if not raw:
+                return None  # the end of input (only this: a null line is a message, answered below)
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                await refuse(-32700, "Parse error", f"not JSON ({type(exc).__name__}), {len(line)} bytes")
+                continue
+            problem = _malformed(message)
+            if problem is None:
+                return cast(dict[str, Any], message)
+            if isinstance(message, dict) and "method" not in message and "id" in message:
+                logger.warning("ignored a malformed response from the client: %s", problem)  # nothing to answer
+                continue
+            await refuse(-32600, "Invalid Request", problem)
+
+    transport.receive = receive
+
+
+def _malformed(message: object) -> str | None:
+    """Why ``message`` is not a JSON-RPC message the SDK can take, or None."""
+    if isinstance(message, list):
+        return "a batch (JSON array): batches are not served, send one message a line"
+    if not isinstance(message, dict):
+        return f"a JSON {type(message).__name__ if message is not None else 'null'}, not a JSON-RPC message"
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not (request_id is None or isinstance(request_id, (str, int, float))):
+        return "id must be a string, a number or null"
+    if "method" in message and not isinstance(message["method"], str):
+        return "method must be a string"
+    if "method" not in message and not (message.get("error") is None or isinstance(message["error"], dict)):
+        return "a response's error must be an object"
+    return None
 
 
 # -- end of AG2 internals ------------------------------------------------------------------------------------------
@@ -643,6 +797,7 @@ class DurableACPAgent(ACPAgent):
             raise TypeError(f"{storage!r} is not a storage that keeps session records (Storage and SessionCatalog)")
         full = replace(config or SessionConfig(), storage=cast(Any, store), retain_history=retain_history)
         super().__init__(agent, sessions=full, **acp_agent_options)
+        _run_turns_durably(self, agent, acp_agent_options)
         self._storage = store
         self._catalog = catalog
         self._owns_storage = owns
@@ -673,7 +828,7 @@ class DurableACPAgent(ACPAgent):
         opener = getattr(self._storage, "open", None)
         if opener is not None:
             await opener()
-        await _serve(self.bind, reader, writer)
+        await ag2_serve(self.bind, reader, writer)
 
     async def run_stdio(self, *, buffer_limit_bytes: int | None = None) -> None:
         """Serve over stdin/stdout until the client disconnects or the process gets SIGTERM.

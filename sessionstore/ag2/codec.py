@@ -5,8 +5,10 @@
     storage = SQLiteStorage("agent.db", codec=AG2Codec())
 
 What a row holds
-    ``type`` is a stable name from :data:`EVENT_NAMES` (``ag2.model_response``), written out here class by class:
-    the name is stored data, so it must never follow a rename or a move inside AG2. ``payload`` is a JSON object
+    ``type`` is a stable name from the tables in ``tables.py`` (``ag2.model_response``, ``ag2.openai.reasoning``),
+    written out there class by class: the name is stored data, so it must never follow a rename or a move inside
+    AG2. Every event class of AG2 and of its optional extras has one (an extra's classes once its module is
+    imported, which ``import ag2`` does for the provider clients that are installed). ``payload`` is a JSON object
     of the event's public instance attributes, exactly the keys AG2's own ``event_to_dict`` keeps, in their order,
     every one of them, defaults included (an AG2 upgrade may change a default; a row keeps meaning what it meant).
     Private attributes (``_serialized_arguments``, ``TaskFailed._content``) are caches AG2 derives again from the
@@ -18,11 +20,17 @@ Values
 
         {"$event": [name, {fields}]}        a nested event (the ModelMessage in a ModelResponse, the calls of a
                                             ToolCallsEvent), named as rows are
-        {"$dataclass": [name, {fields}]}    Usage, ToolResult, BinaryResult, TaskSpec, ACPPlanEntry
+        {"$dataclass": [name, {fields}]}    Usage, ToolResult, BinaryResult, TaskSpec, ACPPlanEntry, A2UI's, eval's
+        {"$object": [name, {slots}]}        eval's results (plain classes with __slots__)
         {"$enum": [name, value]}            BinaryType, Severity, FileProvider
         {"$pydantic": [name, {dump}]}       pydantic models the application registered
         {"$exception": [name, {"args": [...], ...}]}   see below
-        {"$decimal": "1.50"}
+        {"$stored_value": [class, json]}    any other value a tool returned: see StoredValue
+        {"$decimal": "1.50"}  {"$set": [...]}  {"$frozenset": [...]}  {"$path": [class, "/a/b"]}
+
+    A provider SDK's value (the ``item`` of ``OpenAIReasoningEvent``, the ``block`` of an Anthropic server tool
+    result, a Gemini ``Part``, an A2A protobuf message) is written as plain JSON, without a class name, and rebuilt
+    as the type the event's field declares: see ``shapes.py``.
 
 Safety
     Decoding looks every name up in this codec's tables and nowhere else: stored data never decides what is
@@ -45,7 +53,6 @@ Exceptions
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import inspect
 import json
@@ -59,85 +66,39 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping, Mutable
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
+from pathlib import Path, PosixPath, PurePath, PurePosixPath, PureWindowsPath, WindowsPath
 from types import MappingProxyType
 from typing import Any, Final, cast
 from uuid import UUID
 
-import acp.exceptions
-import ag2.exceptions as ag2_errors
-from ag2.acp.events import ACPAvailableCommands, ACPElicitation, ACPModeChange, ACPPlan, ACPPlanEntry
 from ag2.acp.executor import CANCELLED_TOOL_RESULT
+from ag2.annotations import Context as AG2Context
 from ag2.compact import CompactionSummary
 from ag2.events import (
-    AggregationCompleted,
-    AggregationFailed,
-    AggregationStarted,
-    AudioInterruptedEvent,
-    AudioPlaybackCompletedEvent,
-    AudioPlaybackStartedEvent,
     BaseEvent,
     BinaryInput,
-    BinaryResult,
-    BinaryType,
-    BuiltinToolCallEvent,
-    BuiltinToolResultEvent,
-    ClientToolCallEvent,
-    CompactionCompleted,
-    CompactionFailed,
-    CompactionStarted,
     DataInput,
-    DrainedModelRequest,
-    EventLogFailed,
     FileIdInput,
-    HaltEvent,
     HumanInputRequest,
     HumanMessage,
-    Input,
-    MessageEnqueued,
     ModelMessage,
-    ModelMessageChunk,
-    ModelReasoning,
     ModelRequest,
     ModelResponse,
-    ObserverAlert,
-    ObserverCompleted,
-    ObserverStarted,
-    RecordedAudioEvent,
-    Severity,
-    SynthesizedAudioEvent,
-    TaskCancelled,
-    TaskCompleted,
-    TaskExpired,
-    TaskFailed,
-    TaskProgress,
-    TaskStarted,
     TextInput,
-    ToolApprovalRequest,
     ToolCallEvent,
-    ToolCallsEvent,
     ToolErrorEvent,
-    ToolNotFoundEvent,
     ToolResult,
     ToolResultEvent,
     ToolResultsEvent,
-    TranscriptionChunkEvent,
-    TranscriptionCompletedEvent,
     UnknownEvent,
     UrlInput,
-    Usage,
-    UsageEvent,
 )
 from ag2.events.base import Field, FieldInfo
 from ag2.events.conditions import OrCondition, TypeCondition
-from ag2.events.task_events import TaskEvent
-from ag2.events.tool_events import ToolEvent
-from ag2.events.types import ModelEvent
-from ag2.files.types import FileProvider, UploadedFile
 from ag2.history import HUMAN_INPUT_ABANDONED_TOOL_RESULT
-from ag2.task import TaskSpec
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr, RootModel
+from pydantic_core import to_json
 
-from .. import errors
 from ..codec import (
     NOT_MINE,
     Description,
@@ -150,6 +111,20 @@ from ..codec import (
     payload_text,
 )
 from ..errors import EventEncodeError
+from .shapes import ANY, Arm, Shape, Shapes
+from .tables import (
+    BUILTIN_EXCEPTIONS,
+    DATACLASS_NAMES,
+    ENUM_NAMES,
+    EVENT_NAMES,
+    EXCEPTION_NAMES,
+    EXTRA_DATACLASSES,
+    EXTRA_EVENTS,
+    EXTRA_MODULES,
+    EXTRA_OBJECTS,
+    RESERVED_PREFIXES,
+    loaded_extras,
+)
 
 __all__ = [
     "DATACLASS_NAMES",
@@ -158,182 +133,8 @@ __all__ = [
     "EXCEPTION_NAMES",
     "AG2Codec",
     "StoredUnknownEvent",
+    "StoredValue",
 ]
-
-# -- The closed tables -----------------------------------------------------------------------------------------
-# Stored data: a name, once written, must keep naming the same class. Add rows; never edit one.
-# Events are named ag2.<snake_case of the class name without a trailing "Event">, ACP's under ag2.acp.
-
-EVENT_NAMES: Final[Mapping[type[BaseEvent], str]] = MappingProxyType(
-    {
-        # ag2.events.input_events
-        Input: "ag2.input",
-        TextInput: "ag2.text_input",
-        DataInput: "ag2.data_input",
-        BinaryInput: "ag2.binary_input",
-        FileIdInput: "ag2.file_id_input",
-        UrlInput: "ag2.url_input",
-        ModelRequest: "ag2.model_request",
-        DrainedModelRequest: "ag2.drained_model_request",
-        MessageEnqueued: "ag2.message_enqueued",  # transient
-        # ag2.files.types
-        UploadedFile: "ag2.uploaded_file",
-        # ag2.events.types
-        ModelEvent: "ag2.model",
-        ModelResponse: "ag2.model_response",
-        ModelMessage: "ag2.model_message",  # transient; nested in every ModelResponse
-        ModelMessageChunk: "ag2.model_message_chunk",  # transient
-        ModelReasoning: "ag2.model_reasoning",  # transient
-        UsageEvent: "ag2.usage",
-        HumanInputRequest: "ag2.human_input_request",
-        ToolApprovalRequest: "ag2.tool_approval_request",
-        HumanMessage: "ag2.human_message",
-        # ag2.events.tool_events
-        ToolEvent: "ag2.tool",
-        ToolCallEvent: "ag2.tool_call",
-        BuiltinToolCallEvent: "ag2.builtin_tool_call",
-        ClientToolCallEvent: "ag2.client_tool_call",
-        ToolCallsEvent: "ag2.tool_calls",
-        ToolResultEvent: "ag2.tool_result",
-        BuiltinToolResultEvent: "ag2.builtin_tool_result",
-        ToolErrorEvent: "ag2.tool_error",
-        ToolNotFoundEvent: "ag2.tool_not_found",
-        ToolResultsEvent: "ag2.tool_results",
-        # ag2.events.task_events
-        TaskEvent: "ag2.task",
-        TaskStarted: "ag2.task_started",
-        TaskProgress: "ag2.task_progress",  # transient
-        TaskCompleted: "ag2.task_completed",
-        TaskFailed: "ag2.task_failed",
-        TaskExpired: "ag2.task_expired",
-        TaskCancelled: "ag2.task_cancelled",
-        # ag2.events.alert
-        ObserverAlert: "ag2.observer_alert",
-        HaltEvent: "ag2.halt",
-        # ag2.events.lifecycle
-        UnknownEvent: "ag2.unknown",
-        ObserverStarted: "ag2.observer_started",  # transient
-        ObserverCompleted: "ag2.observer_completed",  # transient
-        CompactionStarted: "ag2.compaction_started",  # transient
-        CompactionCompleted: "ag2.compaction_completed",  # transient
-        CompactionFailed: "ag2.compaction_failed",  # transient
-        AggregationStarted: "ag2.aggregation_started",  # transient
-        AggregationCompleted: "ag2.aggregation_completed",  # transient
-        AggregationFailed: "ag2.aggregation_failed",  # transient
-        EventLogFailed: "ag2.event_log_failed",  # transient
-        # ag2.compact
-        CompactionSummary: "ag2.compaction_summary",
-        # ag2.events.voice
-        TranscriptionChunkEvent: "ag2.transcription_chunk",
-        TranscriptionCompletedEvent: "ag2.transcription_completed",
-        SynthesizedAudioEvent: "ag2.synthesized_audio",
-        RecordedAudioEvent: "ag2.recorded_audio",
-        AudioPlaybackStartedEvent: "ag2.audio_playback_started",
-        AudioPlaybackCompletedEvent: "ag2.audio_playback_completed",
-        AudioInterruptedEvent: "ag2.audio_interrupted",
-        # ag2.acp.events
-        ACPPlan: "ag2.acp.plan",
-        ACPModeChange: "ag2.acp.mode_change",
-        ACPAvailableCommands: "ag2.acp.available_commands",
-        ACPElicitation: "ag2.acp.elicitation",
-    }
-)
-"""Every AG2 event class this codec stores, persistable and ``__transient__`` alike (transient ones appear nested)."""
-
-DATACLASS_NAMES: Final[Mapping[type, str]] = MappingProxyType(
-    {
-        Usage: "ag2.usage",
-        ToolResult: "ag2.tool_result",
-        BinaryResult: "ag2.binary_result",
-        TaskSpec: "ag2.task_spec",
-        ACPPlanEntry: "ag2.acp.plan_entry",
-    }
-)
-"""The dataclasses AG2's events hold, by the name their ``$dataclass`` tag carries."""
-
-ENUM_NAMES: Final[Mapping[type[Enum], str]] = MappingProxyType(
-    {
-        BinaryType: "ag2.binary_type",
-        Severity: "ag2.severity",
-        FileProvider: "ag2.file_provider",
-    }
-)
-"""The enums AG2's events hold, by the name their ``$enum`` tag carries."""
-
-EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
-    {
-        **{
-            cls: f"ag2.{cls.__name__}"
-            for cls in (
-                ag2_errors.AG2Error,
-                ag2_errors.ToolConflictError,
-                ag2_errors.ToolResolutionError,
-                ag2_errors.ToolExecutionError,
-                ag2_errors.ToolNotFoundError,
-                ag2_errors.UnsupportedToolError,
-                ag2_errors.BlockedToolsUnsupportedError,
-                ag2_errors.ClientExecutedShellUnsupportedError,
-                ag2_errors.WebFetchOptionUnsupportedError,
-                ag2_errors.WebFetchUrlSourceToolNotFoundError,
-                ag2_errors.UnsupportedInputError,
-                ag2_errors.HumanInputError,
-                ag2_errors.HumanInputNotProvidedError,
-                ag2_errors.HumanInputFailedError,
-                ag2_errors.HumanInputTimeoutError,
-                ag2_errors.ConfigNotProvidedError,
-                ag2_errors.SkillError,
-                ag2_errors.SkillNotFoundError,
-                ag2_errors.InvalidSkillNameError,
-                ag2_errors.InvalidSkillError,
-                ag2_errors.SkillDownloadError,
-                ag2_errors.SkillInstallError,
-            )
-        },
-        acp.exceptions.RequestError: "acp.RequestError",
-        # sessionstore's own: a tool whose result could not be stored fails with EventEncodeError.
-        **{
-            cls: f"sessionstore.{cls.__name__}"
-            for cls in (
-                errors.UnknownSessionError,
-                errors.SessionLimitError,
-                errors.SessionBusyError,
-                errors.ConnectionOverloadedError,
-                errors.StorageError,
-                errors.EventEncodeError,
-                errors.InvalidSessionIdError,
-                errors.NotADatabaseError,
-                errors.DatabaseCorruptError,
-                errors.DatabaseReadOnlyError,
-                errors.DatabaseFullError,
-                errors.DatabaseBusyError,
-                errors.SchemaError,
-                errors.SchemaTooNewError,
-                errors.SchemaOutOfDateError,
-                errors.MigrationError,
-                errors.DatabaseNotFoundError,
-                errors.NoSuchSessionError,
-                errors.AmbiguousSessionIdError,
-                errors.ImportFileError,
-                errors.ImportConflictError,
-                errors.UsageError,
-                errors.UnsafeFileError,
-                errors.DatabaseUnavailableError,
-                errors.NotOnPostgreSQLError,
-                errors.ParentSessionMissingError,
-            )
-        },
-    }
-)
-"""AG2's, the ACP SDK's and sessionstore's exceptions, by name. Python's built-in ones go by their own names."""
-
-# Python's built-in exception classes under their canonical names (not the aliases: IOError is OSError).
-_BUILTIN_EXCEPTIONS: Final[Mapping[type[BaseException], str]] = MappingProxyType(
-    {
-        cls: cls.__name__
-        for cls in vars(builtins).values()
-        if isinstance(cls, type) and issubclass(cls, BaseException) and getattr(builtins, cls.__name__) is cls
-    }
-)
 
 # Built-in exception state kept outside ``args`` (OSError's file names make its message).
 _EXCEPTION_MEMBERS: Final = ((OSError, ("filename", "filename2")), (ImportError, ("name", "path")))
@@ -344,9 +145,7 @@ _encoding = threading.local()
 _RAISED_AS: Final = "_sessionstore_raised_as"
 """Attribute on a decoded exception that was stored as an ancestor: the dotted name of the class it was raised as."""
 
-# Names applications may not take: AG2's future classes get names under these.
-_RESERVED_PREFIXES: Final = ("ag2.", "acp.", "sessionstore.")
-
+_EXTRA_VALUES: Final = frozenset(entry for table in (EXTRA_DATACLASSES, EXTRA_OBJECTS) for entry in table.values())
 
 # Stored as they are: the JSON values no tag is ever needed for (a float only when finite).
 _PLAIN_VALUES: Final = frozenset({str, int, bool, type(None)})
@@ -369,6 +168,30 @@ class StoredUnknownEvent(UnknownEvent):
     reason: str = Field(default="", compare=False)
 
 
+class StoredValue(RootModel[Any]):
+    """A value the codec could not rebuild as its own class: the JSON the model was given for it.
+
+    A tool may return anything AG2 can serialize for the model: the application's own pydantic model, a
+    dataclass, an object. The codec rebuilds AG2's classes, the provider SDKs' and the ones registered with
+    :meth:`AG2Codec.register`; any other value is stored as pydantic's JSON of it (what AG2's default serializer
+    sends the model) and comes back as this stand-in. Serialized again it gives the same JSON, so the model
+    sees the same text after a restart. ``type_name`` is the dotted name of the class the value had, kept as
+    text (never imported).
+    """
+
+    _type_name: str = PrivateAttr(default="")
+
+    @property
+    def type_name(self) -> str:
+        return self._type_name
+
+    @classmethod
+    def of(cls, type_name: str, value: Any) -> StoredValue:
+        stand_in = cls(value)
+        stand_in._type_name = type_name
+        return stand_in
+
+
 # -- Plans: how one class is read and written, worked out once per class ------------------------------------------
 
 
@@ -379,9 +202,9 @@ class _EventPlan:
     would make the result differ from what was stored (``created_at`` would be now).
     """
 
-    __slots__ = ("cls", "defaults", "fields", "private")
+    __slots__ = ("cls", "defaults", "fields", "private", "typed")
 
-    def __init__(self, cls: type[BaseEvent]) -> None:
+    def __init__(self, cls: type[BaseEvent], shapes: Shapes | None = None) -> None:
         self.cls = cls
         fields: dict[str, FieldInfo] = {}
         # The first definition along the reversed MRO gives the default, as AG2's __init__ does.
@@ -403,6 +226,14 @@ class _EventPlan:
         self.fields = frozenset(name for name in fields if name[:1] != "_")
         self.defaults = [(name, spec) for name, spec in fields.items() if name[:1] != "_" and _has_default(spec)]
         self.private = [(name, spec) for name, spec in fields.items() if name[:1] == "_" and _has_default(spec)]
+        # Fields holding a provider SDK's values, written and rebuilt by their declared type (see shapes.py). Only
+        # AG2's own classes have them: an application's event declares values the codec stores by their tags.
+        self.typed: dict[str, Shape] = {}
+        if shapes is not None:
+            for name, annotation in _field_annotations(cls, self.fields):
+                shape = shapes.shape(annotation)
+                if shape is not ANY:
+                    self.typed[name] = shape
 
     def build(self, raw: dict[str, Any]) -> BaseEvent:
         if not raw.keys() <= self.fields:
@@ -421,7 +252,20 @@ class _EventPlan:
                     values[name] = spec.get_default()
         for name, spec in self.private:
             values[name] = spec.get_default()
+        for name, shape in self.typed.items():
+            if name in raw:
+                values[name] = shape.build(raw[name])
         return event
+
+
+def _field_annotations(cls: type, fields: Iterable[str]) -> Iterable[tuple[str, Any]]:
+    """(field, annotation) as the class that declares the field last along the MRO writes it."""
+    for name in fields:
+        for klass in cls.__mro__:
+            annotations = vars(klass).get("__annotations__", {})
+            if name in annotations:
+                yield name, _resolve(annotations[name], klass)
+                break
 
 
 class _DataclassPlan:
@@ -464,6 +308,39 @@ class _DataclassPlan:
             else:
                 raise _Undecodable(f"{self.cls.__name__} is missing {name!r}")
             object.__setattr__(obj, name, value)
+        return obj
+
+
+class _ObjectPlan:
+    """A plain class with ``__slots__`` (AG2's eval results): the slots it has set, rebuilt without ``__init__``."""
+
+    __slots__ = ("cls", "slots")
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        slots: list[str] = []
+        for klass in reversed(cls.__mro__):
+            declared = vars(klass).get("__slots__", ())
+            for slot in (declared,) if isinstance(declared, str) else declared:
+                if slot not in ("__dict__", "__weakref__") and slot not in slots:
+                    slots.append(slot)
+        self.slots = tuple(slots)
+
+    def encode(self, value: Any, path: str, extend: Callable[[Any, str], Any]) -> dict[str, Any]:
+        missing = object()
+        out: dict[str, Any] = {}
+        for slot in self.slots:
+            item = getattr(value, slot, missing)
+            if item is not missing:
+                out[slot] = _encode_value(item, f"{path}.{slot}", extend)
+        return out
+
+    def build(self, raw: Any) -> Any:
+        if not isinstance(raw, dict) or not raw.keys() <= set(self.slots):
+            raise _Undecodable(f"not the slots of {self.cls.__name__}")
+        obj: Any = object.__new__(self.cls)
+        for slot, item in raw.items():
+            object.__setattr__(obj, slot, item)
         return obj
 
 
@@ -511,30 +388,74 @@ class AG2Codec:
     """
 
     frozen_events = False
+    context_annotation = AG2Context
+    """How AG2 injects a subscriber's context: a storage gives its ``save_event`` this annotation, so AG2 can
+    subscribe it directly (``MemoryStream(storage, persist_all=True)``)."""
 
     def __init__(self, extra: Mapping[type, str] | None = None) -> None:
         self._event_names: dict[type, str] = dict(EVENT_NAMES)
-        self._events: dict[str, _EventPlan] = {name: _EventPlan(cls) for cls, name in EVENT_NAMES.items()}
+        self._events: dict[str, _EventPlan] = {n: _EventPlan(c, _SHAPES) for c, n in EVENT_NAMES.items()}
         self._dataclass_names: dict[type, str] = dict(DATACLASS_NAMES)
         self._dataclasses: dict[str, _DataclassPlan] = {n: _DataclassPlan(c) for c, n in DATACLASS_NAMES.items()}
+        self._object_names: dict[type, str] = {}
+        self._objects: dict[str, _ObjectPlan] = {}
         self._enum_names: dict[type, str] = dict(ENUM_NAMES)
         self._enums: dict[str, type[Enum]] = {name: cls for cls, name in ENUM_NAMES.items()}
         self._model_names: dict[type, str] = {}
         self._models: dict[str, type[BaseModel]] = {}
-        self._exception_names: dict[type, str] = {**_BUILTIN_EXCEPTIONS, **EXCEPTION_NAMES}
+        self._exception_names: dict[type, str] = {**BUILTIN_EXCEPTIONS, **EXCEPTION_NAMES}
         self._exceptions: dict[str, type[BaseException]] = {n: c for c, n in self._exception_names.items()}
         # One encoder per value class met, so the class is inspected once, not once per value.
         self._encoders: dict[type, _Encoder] = {}
         self._builders: dict[str, Callable[[str, Any], Any]] = {
             "$event": self._build_event,
             "$dataclass": self._build_dataclass,
+            "$object": self._build_object,
             "$enum": self._build_enum,
             "$pydantic": self._build_model,
             "$exception": self._build_exception,
+            "$stored_value": _build_stored_value,
+            "$arm": Arm,
+            "$path": _build_path,
         }
         self._parse = _make_parser(self._object_hook)
+        # The extras' modules not imported yet in this process: looked at again when a class or a name of theirs
+        # is met (encoding or decoding may run on two threads at once, hence the lock).
+        self._pending = set(EXTRA_MODULES)
+        self._lock = threading.Lock()
+        self._absorb()
         if extra:
             self._register(extra)
+
+    def _absorb(self) -> bool:
+        """Take in the classes of the extras whose modules have been imported since; whether any came."""
+        with self._lock:
+            found = loaded_extras(self._pending)
+            for module, kind, name, cls in found:
+                self._pending.discard(module)
+                if kind == "event":
+                    self._event_names[cls] = name
+                    self._events[name] = _EventPlan(cls, _SHAPES)
+                elif kind == "dataclass":
+                    self._dataclass_names[cls] = name
+                    self._dataclasses[name] = _DataclassPlan(cls)
+                else:
+                    self._object_names[cls] = name
+                    self._objects[name] = _ObjectPlan(cls)
+            if found:
+                self._encoders.clear()  # a class met before its module was taken in
+            return bool(found)
+
+    def _absorbs(self, name: str, table: Mapping[str, tuple[str, str]]) -> bool:
+        """For a stored name this codec does not know: whether its extra's module is imported now (and taken in)."""
+        entry = table.get(name)
+        return entry is not None and entry[0] in self._pending and self._absorb()
+
+    def event_names(self) -> dict[type, str]:
+        """Every event class this codec stores in this process, with its stored name: AG2's own, those of AG2's
+        extras whose modules are imported (see ``sessionstore.ag2.tables``) and the application's registered ones."""
+        self._absorb()
+        return dict(self._event_names)
 
     # -- registration ---------------------------------------------------------------------------------------------
 
@@ -559,7 +480,7 @@ class AG2Codec:
             owner = taken.get(name) or batch_names.get(name)
             if owner is not None:
                 raise ValueError(f"cannot register {_qualified(cls)} as {name!r}: that name is {_qualified(owner)}'s")
-            if name.startswith(_RESERVED_PREFIXES):
+            if name.startswith(RESERVED_PREFIXES):
                 raise ValueError(
                     f"cannot register {_qualified(cls)} as {name!r}: names under ag2., acp. and sessionstore. are "
                     "kept for the classes this codec knows itself; use your application's prefix, e.g. 'myapp.'"
@@ -614,6 +535,7 @@ class AG2Codec:
         for table in (
             self._event_names,
             self._dataclass_names,
+            self._object_names,
             self._enum_names,
             self._model_names,
             self._exception_names,
@@ -625,6 +547,7 @@ class AG2Codec:
         for table in (
             self._event_names,
             self._dataclass_names,
+            self._object_names,
             self._enum_names,
             self._model_names,
             self._exception_names,
@@ -638,6 +561,8 @@ class AG2Codec:
     def encode(self, event: Any) -> tuple[str, str]:
         cls = type(event)
         type_name = self._event_names.get(cls)
+        if type_name is None and cls.__module__ in self._pending and self._absorb():
+            type_name = self._event_names.get(cls)
         if type_name is None:
             if isinstance(event, StoredUnknownEvent):
                 # Written back exactly as it was read.
@@ -648,14 +573,20 @@ class AG2Codec:
                 raise EventEncodeError(f"not an AG2 event: {_qualified(cls)} (AG2Codec stores ag2.events.BaseEvent)")
             raise EventEncodeError(_unregistered(cls, ""))
         try:
-            fields = self._fields(event, "")
+            fields = self._fields(event, "", self._events[type_name].typed)
         except RecursionError:
             raise EventEncodeError(f"{cls.__name__} is nested too deeply (or holds itself) to be stored") from None
         return type_name, payload_text(fields)
 
     def decode(self, type_name: str, payload: str) -> BaseEvent:
         plan = self._events.get(type_name)
+        if plan is None and self._absorbs(type_name, EXTRA_EVENTS):
+            plan = self._events.get(type_name)
         if plan is None:
+            entry = EXTRA_EVENTS.get(type_name)
+            if entry is not None:
+                reason = f"{entry[0]} is not imported in this process (its AG2 extra is missing, or unused here)"
+                return _unknown(type_name, payload, reason)
             return _unknown(type_name, payload, "type name not known to this codec")
         try:
             raw = self._parse(payload)
@@ -704,9 +635,10 @@ class AG2Codec:
 
     # -- encoding ---------------------------------------------------------------------------------------------------
 
-    def _fields(self, event: Any, path: str) -> dict[str, Any]:
+    def _fields(self, event: Any, path: str, typed: Mapping[str, Shape]) -> dict[str, Any]:
         # The hot loop of every write. Plain values (created_at, names, ids) are taken as they are and a
-        # nested event or dataclass goes straight to its cached encoder; the rest is the JSON codec's.
+        # nested event or dataclass goes straight to its cached encoder; the rest is the JSON codec's. A field
+        # holding a provider SDK's value (``typed``: only provider events have one) is written by its shape.
         encoders = self._encoders
         out: dict[str, Any] = {}
         for key, value in event.__dict__.items():
@@ -717,6 +649,9 @@ class AG2Codec:
                 out[key] = value
                 continue
             where = f"{path}.{key}" if path else key
+            if typed and key in typed:
+                out[key] = typed[key].encode(value, where, self._extend)
+                continue
             encoder = encoders.get(kind)
             if encoder is None or encoder is _not_mine:
                 out[key] = _encode_value(value, where, self._extend)
@@ -727,6 +662,8 @@ class AG2Codec:
     def _extend(self, value: Any, path: str) -> Any:
         encoder = self._encoders.get(type(value))
         if encoder is None:
+            if type(value).__module__ in self._pending:
+                self._absorb()
             encoder = self._encoders[type(value)] = self._encoder_for(type(value))
         return encoder(value, path)
 
@@ -734,11 +671,16 @@ class AG2Codec:
         extend = self._extend
         name = self._event_names.get(cls)
         if name is not None:
-            return lambda value, path: {"$event": [name, self._fields(value, path)]}
+            typed = self._events[name].typed
+            return lambda value, path: {"$event": [name, self._fields(value, path, typed)]}
         name = self._dataclass_names.get(cls)
         if name is not None:
             plan = self._dataclasses[name]
             return lambda value, path: {"$dataclass": [name, plan.encode(value, path, extend)]}
+        name = self._object_names.get(cls)
+        if name is not None:
+            objects = self._objects[name]
+            return lambda value, path: {"$object": [name, objects.encode(value, path, extend)]}
         name = self._enum_names.get(cls)
         if name is not None:
             return lambda value, path: {"$enum": [name, _encode_value(value.value, path, extend)]}
@@ -749,17 +691,27 @@ class AG2Codec:
             return self._exception_encoder(cls)
         if cls is Decimal:
             return lambda value, path: {"$decimal": str(value)}
+        if cls is set or cls is frozenset:
+            tag = f"${cls.__name__}"
+            return lambda value, path: {tag: _encode_value(_in_order(value), path, extend)}
+        if cls in _PATHS:
+            return lambda value, path: {"$path": [_PATHS[cls], str(value)]}
+        if cls is StoredValue:
+            return lambda value, path: {"$stored_value": [value.type_name, _encode_value(value.root, path, extend)]}
         if issubclass(cls, StoredUnknownEvent):
             return lambda value, path: _refuse(f"an undecoded row ({value.type_name!r}) cannot be stored at {path}")
-        if issubclass(cls, (BaseEvent, BaseModel, Enum)) or dataclasses.is_dataclass(cls):
+        if issubclass(cls, BaseEvent):
             return lambda value, path: _refuse(_unregistered(cls, path))
+        stand_in = lambda value, path: {  # noqa: E731
+            "$stored_value": [_qualified(cls), _encode_value(_as_json(value), path, extend)]
+        }
+        if issubclass(cls, (Enum, BaseModel)) or dataclasses.is_dataclass(cls):
+            return stand_in  # before the JSON types: a str enum is a str, but not one to flatten silently
         if issubclass(cls, (str, int, float, dict, list, tuple, bytes, bytearray, memoryview, date, UUID)):
             return _not_mine  # the JSON codec's values and tags
-        return lambda value, path: _refuse(
-            f"cannot store a {cls.__name__} at {path}: AG2Codec stores JSON values, bytes, datetimes, dates, "
-            "UUIDs, tuples, Decimals, exceptions, AG2's events and value types, and classes registered with "
-            "AG2Codec(extra=...)"
-        )
+        # Anything else AG2 can hand a model (an application's own model, dataclass, enum or object): the JSON
+        # the model was given for it, as a StoredValue.
+        return stand_in
 
     def _model_dump(self, model: BaseModel, path: str) -> Any:
         # Python-mode dump (bytes stay bytes, datetimes stay datetimes, tagged below); enums and sets become
@@ -773,7 +725,13 @@ class AG2Codec:
             raised_as = _qualified(cls)
             name = next(self._exception_names[base] for base in cls.__mro__ if base in self._exception_names)
         members = [attr for base, attrs in _EXCEPTION_MEMBERS if issubclass(cls, base) for attr in attrs]
-        extend = self._extend
+
+        def extend(value: Any, path: str) -> Any:
+            # An exception's message is made of its args: a stand-in there would change what str() says.
+            out = self._extend(value, path)
+            if isinstance(out, dict) and "$stored_value" in out:
+                raise EventEncodeError(f"cannot rebuild a {type(value).__name__} at {path}")
+            return out
 
         def encode(error: BaseException, path: str) -> Any:
             # An exception reached again through its own args or attributes is a cycle: cut there.
@@ -828,11 +786,17 @@ class AG2Codec:
                     if not isinstance(inner, str):
                         raise _Undecodable("bad $decimal value")
                     return Decimal(inner)
+                if key == "$set" or key == "$frozenset":
+                    if not isinstance(inner, list):
+                        raise _Undecodable(f"bad {key} value")
+                    return set(inner) if key == "$set" else frozenset(inner)
                 return _decode_tag(key, inner)
         return obj
 
     def _build_event(self, name: str, body: Any) -> Any:
         plan = self._events.get(name)
+        if plan is None and self._absorbs(name, EXTRA_EVENTS):
+            plan = self._events.get(name)
         if plan is None:
             raise _Undecodable(f"no event named {name!r}")
         if not isinstance(body, dict):
@@ -841,8 +805,18 @@ class AG2Codec:
 
     def _build_dataclass(self, name: str, body: Any) -> Any:
         plan = self._dataclasses.get(name)
+        if plan is None and self._absorbs(name, EXTRA_DATACLASSES):
+            plan = self._dataclasses.get(name)
         if plan is None:
             raise _Undecodable(f"no dataclass named {name!r}")
+        return plan.build(body)
+
+    def _build_object(self, name: str, body: Any) -> Any:
+        plan = self._objects.get(name)
+        if plan is None and self._absorbs(name, EXTRA_OBJECTS):
+            plan = self._objects.get(name)
+        if plan is None:
+            raise _Undecodable(f"no object class named {name!r}")
         return plan.build(body)
 
     def _build_enum(self, name: str, body: Any) -> Any:
@@ -865,7 +839,7 @@ class AG2Codec:
             raise _Undecodable(f"bad body for exception {name!r}")
         args = tuple(body["args"])
         error: BaseException | None = None
-        if cls in _BUILTIN_EXCEPTIONS:
+        if cls in BUILTIN_EXCEPTIONS:
             try:
                 error = cls(*args)  # Python's own: lets OSError and friends set their fields
             except Exception:
@@ -894,6 +868,52 @@ class AG2Codec:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
+
+_PATHS: Final[Mapping[type, str]] = MappingProxyType(
+    {cls: cls.__name__ for cls in (PurePath, PurePosixPath, PureWindowsPath, Path, PosixPath, WindowsPath)}
+)
+_PATH_CLASSES: Final = {name: cls for cls, name in _PATHS.items()}
+
+
+def _build_path(name: str, text: Any) -> PurePath:
+    cls = _PATH_CLASSES.get(name)
+    if cls is None or not isinstance(text, str):
+        raise _Undecodable(f"bad $path value {name!r}")
+    if cls is WindowsPath or cls is PosixPath:
+        cls = Path  # the concrete class of this system (a PosixPath cannot be made on Windows, and back)
+    path: PurePath = cls(text)
+    return path
+
+
+def _build_stored_value(type_name: str, value: Any) -> StoredValue:
+    return StoredValue.of(type_name, value)
+
+
+def _as_json(value: Any) -> Any:
+    """What AG2's default serializer gives a model for ``value`` (pydantic's JSON), as JSON values."""
+    try:
+        return json.loads(to_json(value))
+    except Exception:  # pydantic cannot serialize it: AG2 could not send it to a model either; keep its repr
+        return repr(value)
+
+
+def _in_order(items: set[Any] | frozenset[Any]) -> list[Any]:
+    # Sorted when it can be, so the same set is always the same text (a storage compares texts to find changes).
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)
+
+
+_SHAPES: Final = Shapes(
+    lambda cls: (
+        issubclass(cls, (BaseEvent, BaseException))
+        or cls in DATACLASS_NAMES
+        or cls in ENUM_NAMES
+        or (cls.__module__, cls.__qualname__) in _EXTRA_VALUES
+    )
+)
+"""Shapes of the provider SDK types AG2's events declare; AG2's own classes are written by their tags."""
 
 
 def _not_mine(value: Any, path: str) -> Any:

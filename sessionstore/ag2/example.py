@@ -2,6 +2,7 @@
 
 Run::
 
+    python -m sessionstore.ag2.example --model test    # no provider, no key: echoes each prompt
     python -m sessionstore.ag2.example --model openai:gpt-4o-mini
     python -m sessionstore.ag2.example --db ~/.local/share/myagent/sessions.db --model anthropic:claude-sonnet-4-5
 
@@ -10,8 +11,10 @@ logs go to stderr. Sessions can be listed, loaded and resumed from the editor
 after restarts, and read with ``sessionstore list`` / ``show`` / ``search``
 (the default ``--db`` is the same file those commands read by default).
 
-The model: ``--model PROVIDER:MODEL``, built as AG2's config class for the
-provider (``openai`` is ``ag2.config.OpenAIConfig(model=MODEL)``, and so on; the
+The model: ``--model test`` needs no provider (:class:`EchoConfig`, AG2's
+scripted test model answering each prompt by echoing it), to try durable
+sessions before configuring one. ``--model PROVIDER:MODEL`` is built as AG2's
+config class for the provider (``openai`` is ``ag2.config.OpenAIConfig(model=MODEL)``, and so on; the
 provider's extra must be installed, e.g. ``pip install "ag2[openai]"``, and its
 usual environment variable holds the key, e.g. ``OPENAI_API_KEY``). Anything
 more particular (a base URL, a temperature, a custom client) goes through
@@ -31,12 +34,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ag2 import Agent
+from ag2 import Agent, Context
+from ag2.events import BaseEvent, ModelRequest, ModelResponse, TextInput
+from ag2.testing import TestClient, TestConfig
 
 from ..cli import default_db_path
 from .agent import DurableACPAgent
 
-__all__ = ["PROVIDERS", "build_parser", "main", "model_from_factory", "model_from_spec"]
+__all__ = ["PROVIDERS", "TEST_MODEL", "EchoConfig", "build_parser", "main", "model_from_factory", "model_from_spec"]
 
 PROVIDERS = {
     "anthropic": ("AnthropicConfig", "anthropic"),
@@ -55,12 +60,62 @@ PROVIDERS = {
 
 DEFAULT_PROMPT = "You are a helpful assistant working in the user's editor. Answer concisely."
 
+TEST_MODEL = "test"
+"""``--model test``: :class:`EchoConfig`."""
+
+
+def _text(request: ModelRequest) -> str:
+    return "".join(part.content for part in request.parts if isinstance(part, TextInput))
+
+
+def echo(messages: Sequence[BaseEvent]) -> str:
+    """The test model's reply: the prompt echoed, and which prompt of the session it is (with the first).
+
+    The model is given the whole stored history, so after a restart and a load the count goes on: the reply
+    itself shows the session came back.
+    """
+    prompts = [m for m in messages if isinstance(m, ModelRequest)]
+    if not prompts:
+        return "Echo (the test model, no provider): nothing to echo."
+    reply = f'Echo (the test model, no provider): "{_text(prompts[-1])}"'
+    if len(prompts) > 1:
+        reply += f' (prompt {len(prompts)} in this session; the first was "{_text(prompts[0])}")'
+    return reply
+
+
+class _EchoClient(TestClient):
+    """AG2's scripted test client, its script written for each call from what the model is given."""
+
+    __test__ = False
+
+    async def __call__(self, messages: Sequence[BaseEvent], context: Context, **kwargs: Any) -> ModelResponse:
+        self.events = iter([echo(messages)])
+        return await super().__call__(messages, context, **kwargs)
+
+
+class EchoConfig(TestConfig):
+    """``--model test``: AG2's ``TestConfig``, answering every prompt by echoing it; no provider, no key.
+
+    ``TestConfig`` plays a fixed script from its start on every ACP turn (each turn creates a new client), so a
+    script cannot follow a conversation; this one writes each reply from the conversation instead.
+    """
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__(model=TEST_MODEL)
+
+    def create(self) -> TestClient:
+        return _EchoClient()
+
 
 def model_from_spec(spec: str) -> Any:
-    """AG2's model config for ``PROVIDER:MODEL``; ``ValueError`` saying what is wrong otherwise."""
+    """AG2's model config for ``PROVIDER:MODEL`` (or ``test``); ``ValueError`` saying what is wrong otherwise."""
+    if spec == TEST_MODEL:
+        return EchoConfig()
     provider, sep, model = spec.partition(":")
     if not sep or not provider or not model:
-        raise ValueError(f"--model takes PROVIDER:MODEL (e.g. openai:gpt-4o-mini), got {spec!r}")
+        raise ValueError(f"--model takes PROVIDER:MODEL (e.g. openai:gpt-4o-mini) or test, got {spec!r}")
     if provider not in PROVIDERS:
         raise ValueError(f"unknown provider {provider!r}; one of: {', '.join(PROVIDERS)}")
     class_name, extra = PROVIDERS[provider]
@@ -95,7 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--db", type=Path, help=f"the sessions file (default: $SESSIONSTORE_DB, else {default_db_path()})"
     )
     model = parser.add_mutually_exclusive_group(required=True)
-    model.add_argument("--model", metavar="PROVIDER:MODEL", help=f"provider one of: {', '.join(PROVIDERS)}")
+    model.add_argument(
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help=f"provider one of: {', '.join(PROVIDERS)}; or 'test' (no provider, no key: echoes each prompt)",
+    )
     model.add_argument(
         "--model-factory",
         metavar="MODULE:FUNCTION",

@@ -11,13 +11,14 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ from acp.transports import spawn_stdio_transport
 
 HERE = Path(__file__).resolve().parent
 AGENT = HERE / "_acp_agent.py"
+README = HERE.parents[1] / "README.md"
 TIMEOUT = 30.0  # only stops a hang; nothing here measures time
 T = TypeVar("T")
 
@@ -142,16 +144,24 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def agent_process(files: Files, *args: str, command: Sequence[str] | None = None) -> AsyncIterator[Running]:
+async def agent_process(
+    files: Files, *args: str, command: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Running]:
     """Start an agent and connect a real ACP client to it.
 
     By default the test agent (``_acp_agent.py DB *args``); ``command`` runs something else (the example).
+    ``env`` adds to the test's variables (the SDK passes on only a trimmed environment: no API keys).
     """
     recorder = Recorder()
     argv = list(command) if command is not None else [sys.executable, str(AGENT), str(files.db), *args]
     with files.log.open("a") as log:
         async with spawn_stdio_transport(
-            argv[0], *argv[1:], env=files.env(), cwd=str(files.root), stderr=log, shutdown_timeout=5.0
+            argv[0],
+            *argv[1:],
+            env={**files.env(), **(env or {})},
+            cwd=str(files.root),
+            stderr=log,
+            shutdown_timeout=5.0,
         ) as (reader, writer, process):
             conn = ClientSideConnection(recorder, writer, reader, use_unstable_protocol=True)
             try:
@@ -170,6 +180,15 @@ def sessionstore_cli(*args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([command, *args], capture_output=True, text=True, timeout=TIMEOUT, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     return done
+
+
+def readme_block(marker: str) -> tuple[str, str | None]:
+    """The README's one Python block containing ``marker``, word for word, and the text block right after it (the
+    output it shows), if there is one."""
+    found = re.findall(r"```python\n(.*?)```\n(?:\n```text\n(.*?)```)?", README.read_text(), flags=re.DOTALL)
+    blocks = [(code, shown or None) for code, shown in found if marker in code]
+    assert len(blocks) == 1, f"{len(blocks)} README blocks contain {marker!r}"
+    return blocks[0]
 
 
 def sqlite3_shell(db: Path, sql: str) -> str:

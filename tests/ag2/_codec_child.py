@@ -2,14 +2,15 @@
 
 Prints one JSON object on stdout. Modes:
 
-``tables``                          AG2's event classes as ``import ag2, ag2.acp`` loads them, and which
-                                    ones AG2Codec has no name for.
+``tables``                          every AG2 module imported (or, where its extra is missing, read), its
+                                    event classes, and which ones AG2Codec has no name for.
 ``read DB STREAM``                  decode the stream's history with AG2Codec and compare every event with
                                     the one ``_codec_samples.samples()`` builds here.
 ``canary DB STREAM DIR PAIRS``      with DIR (holding the canary module) on ``sys.path``, decode the stream's
                                     history and the (type, payload) pairs in the JSON file PAIRS; report
                                     whether the canary was imported or ran.
 ``control DIR``                     the same canary, handed to AG2's own ``deserialize_value``: shows it fires.
+``without DB STREAM MODULE``        read and rewrite the stream with ``MODULE`` (an SDK) impossible to import.
 """
 
 from __future__ import annotations
@@ -24,11 +25,30 @@ from uuid import UUID
 
 
 def tables() -> dict[str, object]:
+    """Every AG2 module this install has, imported; every event class they define, and which AG2Codec lacks.
+
+    Modules whose optional dependencies are missing fail to import; their source is read instead (every class
+    deriving from an event class, by name), so an event class in an extra the test extra does not install is
+    reported too rather than silently unseen.
+    """
+    import ast
+    import importlib
+    import pkgutil
+    import warnings
+
     import ag2
-    import ag2.acp  # loads ACP's events
     from ag2.events import BaseEvent
 
-    from sessionstore.ag2.codec import EVENT_NAMES
+    from sessionstore.ag2 import AG2Codec
+
+    failed: dict[str, str] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for module in pkgutil.walk_packages(ag2.__path__, "ag2."):
+            try:
+                importlib.import_module(module.name)
+            except Exception as exc:  # an extra that is not installed: its source is read below
+                failed[module.name] = f"{type(exc).__name__}: {exc}"
 
     seen: list[type] = []
 
@@ -43,15 +63,39 @@ def tables() -> dict[str, object]:
     persistable = [cls for cls in ours if not getattr(cls, "__transient__", False)]
     transient = [cls for cls in ours if getattr(cls, "__transient__", False)]
 
+    # Classes in AG2's source deriving (by name, at any depth) from an event class.
+    root = Path(ag2.__file__).parent
+    event_names = {"BaseEvent"} | {cls.__name__ for cls in ours}
+    in_source: dict[str, str] = {}
+    trees = {path: ast.parse(path.read_text()) for path in root.rglob("*.py")}
+    grew = True
+    while grew:
+        grew = False
+        for path, tree in trees.items():
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and node.name not in in_source:
+                    bases = {getattr(b, "id", None) or getattr(b, "attr", None) for b in node.bases}
+                    if bases & (event_names | set(in_source)):
+                        in_source[node.name] = str(path.relative_to(root))
+                        grew = True
+
+    known = AG2Codec().event_names()
+
     def named(classes: list[type]) -> list[str]:
         return [f"{cls.__module__}.{cls.__qualname__}" for cls in classes]
+
+    def unknown(cls: type) -> bool:
+        return cls not in known
 
     return {
         "ag2": ag2.__version__,
         "persistable": named(persistable),
         "transient": named(transient),
-        "missing_persistable": named([c for c in persistable if c not in EVENT_NAMES]),
-        "missing_transient": named([c for c in transient if c not in EVENT_NAMES]),
+        "missing_persistable": named([c for c in persistable if unknown(c)]),
+        "missing_transient": named([c for c in transient if unknown(c)]),
+        "unloaded": sorted(f"{name} ({where})" for name, where in in_source.items() if name not in event_names),
+        "failed_modules": failed,
+        "known": {f"{cls.__module__}.{cls.__qualname__}": name for cls, name in known.items()},
     }
 
 
@@ -106,6 +150,7 @@ def canary(db: str, stream: str, folder: str, pairs_file: str) -> dict[str, obje
     return {
         "imported": sorted(name for name in sys.modules if name.startswith("ss_canary")),
         "ran": Path(os.environ["CANARY_MARKER"]).exists(),
+        "a2a_imported": "ag2.a2a.events" in sys.modules,
         "decoded": [[type(e).__name__, getattr(e, "type_name", None), getattr(e, "reason", None)] for e in events],
     }
 
@@ -122,9 +167,37 @@ def control(folder: str) -> dict[str, object]:
     }
 
 
+def without(db: str, stream: str, blocked: str) -> dict[str, object]:
+    """Read and rewrite the stream in a process where ``blocked`` (an SDK) cannot be imported, as when its AG2
+    extra is not installed."""
+    import importlib.abc
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: object, target: object = None) -> None:
+            if name == blocked or name.startswith(blocked + "."):
+                raise ImportError(f"No module named {name!r} (blocked by the test)")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    from sessionstore import SQLiteStorage
+    from sessionstore.ag2 import AG2Codec
+
+    async def rewrite() -> list[object]:
+        async with SQLiteStorage(db, codec=AG2Codec()) as storage:
+            events = list(await storage.get_history(UUID(stream)))
+            await storage.set_history(UUID(stream), events)  # what AG2 does when it repairs a turn
+            return events
+
+    events = asyncio.run(rewrite())
+    return {
+        "decoded": [[type(e).__name__, getattr(e, "type_name", None), getattr(e, "reason", "")] for e in events],
+        "sdk_imported": sorted(name for name in sys.modules if name == blocked or name.startswith(blocked + ".")),
+    }
+
+
 def main() -> None:
     mode, *args = sys.argv[1:]
-    out = {"tables": tables, "read": read, "canary": canary, "control": control}[mode](*args)
+    out = {"tables": tables, "read": read, "canary": canary, "control": control, "without": without}[mode](*args)
     print(json.dumps(out))
 
 

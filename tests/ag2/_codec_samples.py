@@ -18,8 +18,10 @@ from uuid import UUID
 
 import acp.exceptions
 import ag2.exceptions
+from _codec_extras_samples import extra_samples
 from ag2.acp.events import ACPAvailableCommands, ACPElicitation, ACPModeChange, ACPPlan, ACPPlanEntry
 from ag2.compact import CompactionSummary
+from ag2.eval.events import EvalCompleted, PairwiseCompleted, VariantCompleted
 from ag2.events import (
     AggregationCompleted,
     AggregationFailed,
@@ -329,6 +331,7 @@ def samples() -> list[Any]:
         Handoff("planner", mood=Mood.BUSY, reading=Reading(-3.0, date(2026, 1, 2)), steps=[second]),
     ]
     events[-2].ad_hoc = "set on the instance, kept as AG2's event_to_dict keeps it"
+    events += extra_samples()  # the classes of AG2's optional extras (the test extra installs them all)
     _stamp(events)
     return events
 
@@ -355,6 +358,13 @@ def _stamp(value: Any, counter: list[int] | None = None) -> None:
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
             _stamp(getattr(value, f.name), counter)
+    elif type(value).__module__.startswith("ag2.") and hasattr(type(value), "__slots__"):
+        for slot in _slots(value):
+            _stamp(getattr(value, slot, None), counter)
+
+
+def _slots(value: Any) -> list[str]:
+    return [s for klass in type(value).__mro__ for s in vars(klass).get("__slots__", ()) if s != "__weakref__"]
 
 
 def differences(expected: Any, actual: Any, path: str = "event") -> list[str]:
@@ -377,8 +387,15 @@ def differences(expected: Any, actual: Any, path: str = "event") -> list[str]:
         got = {k: v for k, v in vars(actual).items() if k[:1] != "_"}
         return out + differences(want, got, f"{path}.__dict__")
     if isinstance(expected, BaseModel):
+        # Every attribute as the SDK holds it, which fields it was given, and its extra fields.
         out = [] if expected == actual else [f"{path}: {expected!r} != {actual!r}"]
-        return out + differences(dict(expected), dict(actual), path)
+        if expected.model_fields_set != actual.model_fields_set:
+            out.append(f"{path}: fields set {expected.model_fields_set} became {actual.model_fields_set}")
+        out += differences(getattr(expected, "__pydantic_extra__", None), getattr(actual, "__pydantic_extra__", None))
+        return out + differences(vars(expected), vars(actual), path)
+    if hasattr(expected, "SerializeToString") and hasattr(expected, "DESCRIPTOR"):  # a protobuf message
+        same = expected == actual and expected.SerializeToString() == actual.SerializeToString()
+        return [] if same else [f"{path}: {expected} became {actual}"]
     if dataclasses.is_dataclass(expected) and not isinstance(expected, type):
         return [
             d
@@ -395,6 +412,10 @@ def differences(expected: Any, actual: Any, path: str = "event") -> list[str]:
         return [
             d for i, (e, a) in enumerate(zip(expected, actual, strict=True)) for d in differences(e, a, f"{path}[{i}]")
         ]
+    if type(expected).__module__.startswith("ag2.eval") and not dataclasses.is_dataclass(expected):
+        return [
+            d for slot in _slots(expected) for d in differences(*_slot_pair(expected, actual, slot), f"{path}.{slot}")
+        ]
     if isinstance(expected, float):
         same = (math.isnan(expected) and math.isnan(actual)) or (
             expected == actual and math.copysign(1, expected) == math.copysign(1, actual)
@@ -407,6 +428,10 @@ def differences(expected: Any, actual: Any, path: str = "event") -> list[str]:
     return [] if expected == actual else [f"{path}: {expected!r} became {actual!r}"]
 
 
-# AG2 compares these events' exceptions by identity (TaskFailed's default __eq__), so no decoded copy is ever
-# == to them; their fields are compared one by one instead.
-IDENTITY_COMPARED = (TaskFailed,)
+def _slot_pair(expected: Any, actual: Any, slot: str) -> tuple[Any, Any]:
+    return getattr(expected, slot, "<unset>"), getattr(actual, slot, "<unset>")
+
+
+# AG2 compares these events' values by identity (TaskFailed's exception, the eval results' classes have no __eq__),
+# so no decoded copy is ever == to them; their fields are compared one by one instead.
+IDENTITY_COMPARED = (TaskFailed, EvalCompleted, VariantCompleted, PairwiseCompleted)

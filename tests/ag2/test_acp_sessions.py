@@ -10,6 +10,7 @@ restart paths, with real processes, are in ``test_acp_e2e.py``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,9 +145,28 @@ async def test_list_pages_newest_first_and_filters_by_cwd(files: Files) -> None:
         assert rest.next_cursor is None
         assert (await within(client.conn.list_sessions(cwd="/nowhere"))).sessions == []
 
-        with pytest.raises(acp.RequestError) as bad:
-            await within(client.conn.list_sessions(cursor="not-a-cursor"))
-        assert bad.value.code == INVALID_PARAMS
+        # Was -32603 "Internal error" for some: a cursor whose time zone puts it before year 1 in UTC, a
+        # cursor of the wrong fields. Every cursor the agent never issued is invalid params, with a reason.
+        for cursor in BAD_CURSORS:
+            with pytest.raises(acp.RequestError) as bad:
+                await within(client.conn.list_sessions(cursor=cursor))
+            assert bad.value.code == INVALID_PARAMS, cursor
+            assert "invalid session list cursor" in str(bad.value.data), cursor
+        assert len((await within(client.conn.list_sessions())).sessions) == 2  # a page: the agent goes on serving
+
+
+def _cursor(value: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+BAD_CURSORS = [
+    "not-a-cursor",
+    _cursor(5),
+    _cursor(["0001-01-01T00:00:00+14:00", "0" * 32]),
+    _cursor(["2026-01-01T00:00:00+00:00", 5]),
+    _cursor([[[[[[[[["deep"]]]]]]]], "x"]),
+    "W" * 100_000,
+]
 
 
 async def test_updated_at_is_stamped_when_a_turn_ends(files: Files) -> None:

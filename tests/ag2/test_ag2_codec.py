@@ -21,6 +21,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from _codec_extras_samples import gemini_events
 from _codec_samples import EXTRA, IDENTITY_COMPARED, STREAM, Handoff, Mood, Point, Reading, samples
 from ag2 import Agent
 from ag2.acp.mappers import history_to_session_updates
@@ -54,20 +55,25 @@ from ag2.events import (
     Usage,
     UsageEvent,
 )
+from ag2.history import MemoryStorage
 from ag2.stream import MemoryStream
 from ag2.testing import TestConfig
 from pydantic import BaseModel
+from pydantic_core import to_json
 
 from sessionstore import EventContext, EventEncodeError, EventTypes, JsonCodec, SQLiteStorage
 from sessionstore import ModelMessage as SessionstoreModelMessage
 from sessionstore import UnknownEvent as SessionstoreUnknownEvent
 from sessionstore.ag2 import AG2Codec
-from sessionstore.ag2.codec import (
+from sessionstore.ag2.codec import StoredUnknownEvent, StoredValue
+from sessionstore.ag2.tables import (
     DATACLASS_NAMES,
     ENUM_NAMES,
     EVENT_NAMES,
     EXCEPTION_NAMES,
-    StoredUnknownEvent,
+    EXTRA_DATACLASSES,
+    EXTRA_EVENTS,
+    EXTRA_OBJECTS,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -179,20 +185,84 @@ PINNED = {
     "$enum ag2.files.types.FileProvider": "ag2.file_provider",
 }
 
+PINNED_EXTRAS = {
+    # AG2's optional extras, by module and class (the same rule: never edit a row)
+    "ag2.openai.reasoning": "ag2.config.openai.events.OpenAIReasoningEvent",
+    "ag2.openai.server_tool_call": "ag2.config.openai.events.OpenAIServerToolCallEvent",
+    "ag2.openai.server_tool_result": "ag2.config.openai.events.OpenAIServerToolResultEvent",
+    "ag2.openai.shell_command_chunk": "ag2.config.openai.events.OpenAIShellCommandChunk",
+    "ag2.openai.shell_output_chunk": "ag2.config.openai.events.OpenAIShellOutputChunk",
+    "ag2.openai.prompt_cache_diagnostics": "ag2.config.openai.events.OpenAIPromptCacheDiagnostics",
+    "ag2.anthropic.redacted_thinking": "ag2.config.anthropic.events.AnthropicRedactedThinkingEvent",
+    "ag2.anthropic.container_upload": "ag2.config.anthropic.events.AnthropicContainerUploadEvent",
+    "ag2.anthropic.server_tool_call": "ag2.config.anthropic.events.AnthropicServerToolCallEvent",
+    "ag2.anthropic.server_tool_result": "ag2.config.anthropic.events.AnthropicServerToolResultEvent",
+    "ag2.anthropic.cache_diagnostics": "ag2.config.anthropic.events.AnthropicCacheDiagnostics",
+    "ag2.gemini.tool_call": "ag2.config.gemini.events.GeminiToolCallEvent",
+    "ag2.gemini.server_tool_call": "ag2.config.gemini.events.GeminiServerToolCallEvent",
+    "ag2.gemini.server_tool_result": "ag2.config.gemini.events.GeminiServerToolResultEvent",
+    "ag2.xai.assistant": "ag2.config.xai.events.XAIAssistantEvent",
+    "ag2.ag_ui.event": "ag2.ag_ui.events.AGUIEvent",
+    "ag2.a2a.event": "ag2.a2a.events.A2AEvent",
+    "ag2.a2a.message": "ag2.a2a.events.A2AMessage",
+    "ag2.a2a.task_snapshot": "ag2.a2a.events.A2ATaskSnapshot",
+    "ag2.a2a.task_status_update": "ag2.a2a.events.A2ATaskStatusUpdate",
+    "ag2.a2a.task_artifact_update": "ag2.a2a.events.A2ATaskArtifactUpdate",
+    "ag2.a2a.text_artifact": "ag2.a2a.events.A2ATextArtifact",
+    "ag2.a2a.tool_call_artifact": "ag2.a2a.events.A2AToolCallArtifact",
+    "ag2.a2ui.message": "ag2.a2ui.events.A2UIMessageEvent",
+    "ag2.a2ui.client": "ag2.a2ui.events.A2UIClientEvent",
+    "ag2.a2ui.validation_failed": "ag2.a2ui.events.A2UIValidationFailedEvent",
+    "ag2.eval.event": "ag2.eval.events.EvalEvent",
+    "ag2.eval.started": "ag2.eval.events.EvalStarted",
+    "ag2.eval.task_evaluated": "ag2.eval.events.TaskEvaluated",
+    "ag2.eval.completed": "ag2.eval.events.EvalCompleted",
+    "ag2.eval.variant_started": "ag2.eval.events.VariantStarted",
+    "ag2.eval.variant_completed": "ag2.eval.events.VariantCompleted",
+    "ag2.eval.pairwise_started": "ag2.eval.events.PairwiseStarted",
+    "ag2.eval.pairwise_compared": "ag2.eval.events.PairwiseCompared",
+    "ag2.eval.pairwise_completed": "ag2.eval.events.PairwiseCompleted",
+    "$dataclass ag2.a2ui.action_response_request": "ag2.a2ui.incoming.ActionResponseRequest",
+    "$dataclass ag2.a2ui.incoming_action": "ag2.a2ui.incoming.A2UIIncomingAction",
+    "$dataclass ag2.a2ui.incoming_surface_error": "ag2.a2ui.incoming.A2UIIncomingSurfaceError",
+    "$dataclass ag2.a2ui.incoming_function_error": "ag2.a2ui.incoming.A2UIIncomingFunctionError",
+    "$dataclass ag2.a2ui.incoming_function_response": "ag2.a2ui.incoming.A2UIIncomingFunctionResponse",
+    "$dataclass ag2.a2ui.incoming_action_result": "ag2.a2ui.incoming.A2UIIncomingActionResult",
+    "$dataclass ag2.a2ui.incoming_error_result": "ag2.a2ui.incoming.A2UIIncomingErrorResult",
+    "$dataclass ag2.a2ui.incoming_function_response_result": "ag2.a2ui.incoming.A2UIIncomingFunctionResponseResult",
+    "$dataclass ag2.a2ui.incoming_unknown_result": "ag2.a2ui.incoming.A2UIIncomingUnknownResult",
+    "$dataclass ag2.eval.feedback": "ag2.eval._types.Feedback",
+    "$dataclass ag2.eval.task": "ag2.eval.dataset.task.Task",
+    "$dataclass ag2.eval.trace_ref": "ag2.eval.sources.trace_source.TraceRef",
+    "$dataclass ag2.eval.token_usage": "ag2.eval.trace.TokenUsage",
+    "$dataclass ag2.eval.task_result": "ag2.eval.results.result.TaskResult",
+    "$dataclass ag2.eval.score_stats": "ag2.eval.results.result.ScoreStats",
+    "$dataclass ag2.eval.aggregates": "ag2.eval.results.result.Aggregates",
+    "$dataclass ag2.eval.pairwise_case": "ag2.eval.pairwise.PairwiseCase",
+    "$object ag2.eval.run_result": "ag2.eval.results.result.RunResult",
+    "$object ag2.eval.pairwise_run_result": "ag2.eval.pairwise.PairwiseRunResult",
+    "$object ag2.eval.trace": "ag2.eval.trace.Trace",
+    "$object ag2.eval.suite": "ag2.eval.dataset.suite.Suite",
+}
+
 
 def _qualified(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def test_every_ag2_event_class_has_a_stored_name_so_an_upgrade_adding_one_fails_here() -> None:
+def test_every_event_class_of_every_installed_ag2_module_has_a_stored_name() -> None:
+    """Every AG2 module this install has is imported (the test extra installs every AG2 extra that defines
+    events), not only what ``import ag2, ag2.acp`` loads: was, provider events unmapped and CI never saw them."""
     found = child("tables")
     assert found["ag2"].startswith("1.2.")
-    # As the notes on AG2 1.2.1 count them; proves the walk saw the classes it checks.
-    assert (len(found["persistable"]), len(found["transient"])) == (46, 14)
-    assert found["missing_persistable"] == [], "give these AG2 event classes a name in EVENT_NAMES"
-    # Transient classes are never saved on their own, but appear nested (ModelMessage in ModelResponse).
-    assert found["missing_transient"] == [], "give these AG2 event classes a name in EVENT_NAMES"
-    assert set(found["persistable"]) | set(found["transient"]) == {_qualified(cls) for cls in EVENT_NAMES}
+    # AG2 1.2.1 with its extras installed; proves the walk saw the classes it checks.
+    assert (len(found["persistable"]), len(found["transient"])) == (59, 36)
+    assert found["unloaded"] == [], "event classes in AG2 modules that could not be imported: install their extra"
+    assert found["missing_persistable"] == [], "give these AG2 event classes a name in EVENT_NAMES or EXTRA_EVENTS"
+    # Transient classes are saved with persist_all=True, and appear nested (ModelMessage in ModelResponse).
+    assert found["missing_transient"] == [], "give these AG2 event classes a name in EVENT_NAMES or EXTRA_EVENTS"
+    assert set(found["persistable"]) | set(found["transient"]) == set(found["known"])
+    assert set(found["known"].values()) == set(EVENT_NAMES.values()) | set(EXTRA_EVENTS)
 
 
 def test_stored_names_never_change() -> None:
@@ -200,11 +270,15 @@ def test_stored_names_never_change() -> None:
     current |= {f"$dataclass {_qualified(cls)}": name for cls, name in DATACLASS_NAMES.items()}
     current |= {f"$enum {_qualified(cls)}": name for cls, name in ENUM_NAMES.items()}
     assert current == PINNED
+    extras = {name: ".".join(where) for name, where in EXTRA_EVENTS.items()}
+    extras |= {f"$dataclass {name}": ".".join(where) for name, where in EXTRA_DATACLASSES.items()}
+    extras |= {f"$object {name}": ".".join(where) for name, where in EXTRA_OBJECTS.items()}
+    assert extras == PINNED_EXTRAS
 
 
 def test_names_are_distinct_and_under_ag2() -> None:
-    for table in (EVENT_NAMES, DATACLASS_NAMES, ENUM_NAMES):
-        names = list(table.values())
+    for table in (EVENT_NAMES, DATACLASS_NAMES, ENUM_NAMES, EXTRA_EVENTS, EXTRA_DATACLASSES, EXTRA_OBJECTS):
+        names = list(table.values() if table in (EVENT_NAMES, DATACLASS_NAMES, ENUM_NAMES) else table)
         assert len(set(names)) == len(names)
         assert all(re.fullmatch(r"ag2\.[a-z0-9_.]+", name) for name in names)
     assert all(name.startswith(("ag2.", "acp.", "sessionstore.")) for name in EXCEPTION_NAMES.values())
@@ -225,7 +299,26 @@ def test_every_exception_class_of_ag2_and_of_sessionstore_is_in_the_table(module
 
 
 def test_the_samples_cover_every_class_in_the_table() -> None:
-    assert set(EVENT_NAMES) <= {type(event) for event in samples()}
+    assert set(AG2Codec().event_names()) - {Handoff} == {type(event) for event in samples()} - {Handoff}
+    assert len(AG2Codec().event_names()) == len(EVENT_NAMES) + len(EXTRA_EVENTS)
+
+
+async def test_a_row_of_an_extra_missing_here_is_kept_byte_for_byte_and_decodes_where_it_is_installed(
+    tmp_path: Path,
+) -> None:
+    """A process without google-genai (AG2's gemini extra not installed) reads Gemini's events as
+    StoredUnknownEvent and writes them back unchanged; a process with it decodes them."""
+    db = tmp_path / "agent.db"
+    events = gemini_events()
+    await store(db, STREAM, events)
+    before = stored_rows(db, STREAM)
+    report = child("without", db, STREAM, "google.genai")
+    assert report["sdk_imported"] == []
+    assert [row[:2] for row in report["decoded"]] == [["StoredUnknownEvent", t] for t, _ in before]
+    assert all("ag2.config.gemini.events is not imported" in row[2] for row in report["decoded"])
+    assert stored_rows(db, STREAM) == before  # the rewrite (set_history) left every row as it was
+    report = child("without", db, STREAM, "no_such_sdk")  # blocks nothing AG2 uses
+    assert [row[0] for row in report["decoded"]] == [type(e).__name__ for e in events]
 
 
 async def test_every_event_round_trips_exactly_in_a_fresh_process(tmp_path: Path) -> None:
@@ -465,7 +558,14 @@ HOSTILE = [
     ("ag2.model_request", '{"parts": [{"$enum": ["ss_canary.Color", "red"]}]}'),
     ("ag2.model_request", '{"parts": [{"$exception": ["ss_canary.BoomError", {"args": []}]}]}'),
     ("ag2.tool_error", '{"error": {"$exception": ["ValueError", {"args": [], "raised_as": "ss_canary.BoomError"}]}}'),
+    ("ag2.model_request", '{"parts": [{"$object": ["ss_canary.Boom", {}]}]}'),
+    ("ag2.model_request", '{"parts": [{"$stored_value": ["ss_canary.Boom", {}]}]}'),
+    ("ag2.model_request", '{"parts": [{"$path": ["ss_canary.Boom", "/"]}]}'),
+    ("ag2.openai.reasoning", '{"content": "", "item": {"$arm": ["Boom", {"id": "x"}]}}'),
+    ("ag2.a2a.message", '{"message": {"$bytes": ""}}'),  # an extra's module the process has not imported
 ]
+# Only text: a stand-in's class name is never imported.
+NAMED_ONLY = {'{"parts": [{"$stored_value": ["ss_canary.Boom", {}]}]}'}
 
 
 def _canary(tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -486,11 +586,12 @@ async def test_stored_names_and_tags_never_import_or_construct_anything(tmp_path
 
     report = child("canary", db, STREAM, tmp_path / "canary", pairs, env=env)
     assert report["imported"] == [] and report["ran"] is False
+    assert report["a2a_imported"] is False
     assert not marker.exists() and not Path("/tmp/ss_canary_popen").exists()
     decoded = report["decoded"]
     assert len(decoded) == 2 * len(HOSTILE)
     for (type_name, payload), (kind, stored_type, reason) in zip(HOSTILE * 2, decoded, strict=True):
-        if type_name == "ag2.model_request" and '"$' not in payload:
+        if type_name == "ag2.model_request" and ('"$' not in payload or payload in NAMED_ONLY):
             assert kind == "ModelRequest"  # AG2's markers are only data here: dicts in a list
         elif type_name == "ag2.tool_error":
             assert kind == "ToolErrorEvent"  # raised_as is only text
@@ -688,13 +789,28 @@ class UnregisteredDataclass:
     x: int = 1
 
 
-def test_values_the_codec_does_not_know_are_refused_with_where_and_how() -> None:
-    with pytest.raises(EventEncodeError, match=r"UnregisteredModel at parts\[0\]\.data is not a class.*register"):
-        codec.encode(ModelRequest([DataInput(UnregisteredModel())]))
-    with pytest.raises(EventEncodeError, match=r"UnregisteredDataclass at spec is not a class.*extra=\{Unregistered"):
-        codec.encode(TaskStarted(task_id="t", agent_name="a", objective="o", spec=UnregisteredDataclass()))
-    with pytest.raises(EventEncodeError, match=r"cannot store a set at metadata\.tags"):
-        codec.encode(ModelMessage("x", metadata={"tags": {"a"}}))
+def test_a_value_the_codec_cannot_rebuild_is_stored_as_what_the_model_saw() -> None:
+    """Was: a tool returning its own pydantic model or dataclass failed the turn (EventEncodeError), where AG2's
+    MemoryStorage holds it. Now it comes back as a StoredValue holding the JSON AG2 gave the model for it."""
+    weather = UnregisteredModel(x=7)
+    back = codec.decode(*codec.encode(ModelRequest([DataInput(weather)])))
+    stand_in = back.parts[0].data
+    assert isinstance(stand_in, StoredValue)
+    assert stand_in.type_name == f"{__name__}.UnregisteredModel"
+    assert to_json(stand_in) == to_json(weather) == b'{"x":7}'  # what AG2's serializer hands the model
+    spec = codec.decode(
+        *codec.encode(TaskStarted(task_id="t", agent_name="a", objective="o", spec=UnregisteredDataclass()))
+    )
+    assert isinstance(spec.spec, StoredValue) and spec.spec.root == {"x": 1}
+    # Written back as read: a set_history of what was read leaves the row as it was.
+    row = codec.encode(back)
+    assert codec.encode(codec.decode(*row)) == row
+    # Sets round-trip as sets (sorted in the text, so the same set is always the same row).
+    tagged = codec.decode(*codec.encode(ModelMessage("x", metadata={"tags": {"b", "a"}, "frozen": frozenset({3})})))
+    assert tagged.metadata == {"tags": {"a", "b"}, "frozen": frozenset({3})}
+    # An application's event class must be registered (it needs a stored name); anything else is refused as before.
+    with pytest.raises(EventEncodeError, match=r"Audit is not an AG2 event class this codec knows.*register"):
+        AG2Codec().encode(Audit(who="ops"))
     with pytest.raises(EventEncodeError, match=r"not an AG2 event: sessionstore\.events\.ModelMessage"):
         codec.encode(SessionstoreModelMessage("x"))
     with pytest.raises(EventEncodeError, match=r"not an AG2 event"):
@@ -703,6 +819,8 @@ def test_values_the_codec_does_not_know_are_refused_with_where_and_how() -> None
     looped.append(looped)
     with pytest.raises(EventEncodeError, match=r"nested too deeply"):
         codec.encode(ModelMessage("x", metadata={"loop": looped}))
+    with pytest.raises(EventEncodeError, match=r"4300 digits"):  # was a plain ValueError
+        codec.encode(ModelMessage("x", metadata={"n": 10**5000}))
 
 
 def test_json_codec_refuses_a_class_it_cannot_build_when_it_is_registered() -> None:
@@ -867,3 +985,60 @@ def test_a_text_kept_as_a_path_reads_back_the_same_in_sqlite_and_in_python() -> 
             assert conn.execute("SELECT json_extract(?, ?)", (payload, path)).fetchone() == (text,), event
             assert text_at(payload, path) == text
     assert found >= 4  # requests, responses, results, human messages at least
+
+
+async def test_persist_all_keeps_every_event_as_ag2s_memory_storage_does(tmp_path: Path) -> None:
+    """Was: ``MemoryStream(SQLiteStorage(...), persist_all=True)`` failed at once with a pydantic SchemaError (AG2
+    fills a subscriber's ``context`` by its annotation). Now the file holds what AG2's MemoryStorage holds,
+    transient events included, and reads them back in a fresh storage."""
+
+    def script() -> TestConfig:
+        return TestConfig(ToolCallEvent("weather", arguments='{"city": "Paris"}'), "It is sunny in Paris.")
+
+    memory = MemoryStorage()
+    stream = uuid4()
+    await Agent("a", config=script(), tools=[weather]).ask("Weather?", stream=MemoryStream(memory, persist_all=True))
+    expected = [type(e).__name__ for history in memory._MemoryStorage__data.values() for e in history]
+    assert {"ModelMessage", "ToolResultEvent"} <= set(expected)
+    assert any(getattr(cls, "__transient__", False) for cls in AG2Codec().event_names() if cls.__name__ in expected)
+
+    db = tmp_path / "agent.db"
+    async with SQLiteStorage(db, codec=AG2Codec()) as storage:
+        answer = await Agent("a", config=script(), tools=[weather]).ask(
+            "Weather?", stream=MemoryStream(storage, id=stream, persist_all=True)
+        )
+        assert answer.body == "It is sunny in Paris."
+    async with SQLiteStorage(db, codec=AG2Codec()) as storage:
+        history = list(await storage.get_history(stream))
+    assert [type(e).__name__ for e in history] == expected
+
+
+def test_any_tool_return_value_reaches_the_model_as_the_same_text_after_a_restart(tmp_path: Path) -> None:
+    """A tool may return the application's own pydantic model or dataclass, a dict, list, str, number, None or
+    bytes (was: the first two failed the turn with EventEncodeError). A second process (a restart) sends OpenAI's
+    real client the same conversation, byte for byte, that the first process sent."""
+    db, recording, stream = tmp_path / "agent.db", tmp_path / "requests.jsonl", str(uuid4())
+    for mode in ("first", "again"):
+        done = subprocess.run(
+            [sys.executable, str(HERE / "_tool_values_child.py"), str(db), stream, str(recording), mode],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT,
+            cwd=HERE,
+        )
+        assert done.returncode == 0, done.stderr
+    _asked, with_results, after_restart = (json.loads(line) for line in recording.read_text().splitlines())
+    told = [m["content"] for m in with_results["messages"] if m["role"] == "tool"]
+    assert told == [
+        '{"city":"Paris","celsius":21.5,"sunny":true}',
+        '{"station":"ORY","values":[3,1,4]}',
+        '{"city":"Zürich","nested":{"ok":true,"n":null}}',
+        '[1,"two",3.0,null]',
+        "plain text",
+        "42",
+        "0.1",
+        "null",
+        "raw bytes",
+    ]
+    assert after_restart["messages"][: len(with_results["messages"])] == with_results["messages"]
+    assert [m["role"] for m in after_restart["messages"][len(with_results["messages"]) :]] == ["assistant", "user"]

@@ -180,3 +180,34 @@ def sqlite3_shell(db: Path, sql: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def synthetic_export(path: Path, sessions: int, events: int, text: int = 200) -> Path:
+    """An export file of ``sessions`` x ``events`` user messages of ``text`` characters, written directly (a
+    large one in a fraction of a second, where writing it through a storage takes many)."""
+    import json
+    from uuid import uuid4
+
+    stamp = "2026-01-01T00:00:00+00:00"
+    with path.open("w", encoding="utf-8") as out:
+        out.write('{"format":"sessionstore-export","version":2}\n')
+        for _ in range(sessions):
+            sid = uuid4().hex
+            session = {"kind": "session", "session_id": sid, "created_at": stamp, "updated_at": stamp, "title": None}
+            out.write(json.dumps(session) + "\n")
+            for position in range(events):
+                content = f"message {position} ".ljust(text, "x")
+                payload = json.dumps({"content": content}, separators=(",", ":"))
+                event = {
+                    "kind": "event",
+                    "session_id": sid,
+                    "position": position,
+                    "type": "user_message",
+                    "payload": payload,
+                    "role": "user",
+                    "text": None,
+                    "text_path": "$.content",
+                    "created_at": stamp,
+                }
+                out.write(json.dumps(event) + "\n")
+    return path

@@ -15,19 +15,14 @@ from pathlib import Path
 from uuid import uuid4
 
 import pytest
-from _clitools import TIMEOUT, Spec, child_env, script_path, write_db
+from _clitools import TIMEOUT, child_env, script_path, synthetic_export
 
-from sessionstore import EventContext, ModelMessage, SQLiteStorage, UserMessage, records
-from sessionstore.transfer import export_sessions
+from sessionstore import EventContext, ModelMessage, SQLiteStorage, records
 
 
 @pytest.fixture
 def big_export(tmp_path: Path) -> Path:
-    source = tmp_path / "source.db"
-    write_db(source, [Spec([UserMessage(f"message {i} " * 20) for i in range(40)]) for _ in range(150)])
-    dump = tmp_path / "all.jsonl"
-    export_sessions(source, dump)
-    return dump
+    return synthetic_export(tmp_path / "all.jsonl", 150, 40)
 
 
 def start_import(dump: Path, target: Path) -> subprocess.Popen[str]:
@@ -60,17 +55,21 @@ def agent_events(target: Path) -> int:
     return sum(record.events or 0 for record in records.list_sessions(target))
 
 
-def test_an_interrupted_import_leaves_an_agents_new_file_whole(big_export: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda n: signal.Signals(n).name)
+def test_an_interrupted_import_leaves_an_agents_new_file_whole(big_export: Path, tmp_path: Path, number: int) -> None:
+    """Ctrl-C, and SIGTERM and SIGHUP as Ctrl-C (``kill``, ``timeout``, systemd, a closed terminal)."""
     target = tmp_path / "new.db"
     process = start_import(big_export, target)
     try:
         wait_for_building(target, process)
         written = asyncio.run(agent_writes(target, 20))  # the agent starts on the path meanwhile
-        process.send_signal(signal.SIGINT)
+        process.send_signal(number)
         _, err = process.communicate(timeout=TIMEOUT)
     finally:
         process.kill()
-    assert process.returncode == 130, err
+    assert process.returncode == 128 + number, err
+    by = "" if number == signal.SIGINT else f" by {signal.Signals(number).name}"
+    assert err == f"sessionstore: interrupted{by}; nothing half-written was kept\n"  # and nothing else
     assert written == [f"agent {n}" for n in range(20)]
     assert agent_events(target) == 20  # every acknowledged write is still there
     assert not list(tmp_path.glob(".new.db.import-*"))  # and nothing the import made is left

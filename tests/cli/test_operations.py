@@ -76,7 +76,21 @@ YEAR_ONE = '"created_at":"0001-01-01T00:00:00+05:00"'
         (lambda lines: [*lines, lines[1]], "appears twice"),
         (lambda lines: [lines[0], lines[1], lines[3], lines[2]], "line 4: position must be an integer above 1 and "),
         # Values the storage itself would refuse are refused here too, each naming its line.
-        (lambda lines: [lines[0], lines[1].replace('"meta":{}', '"meta":{"x":NaN}')], "line 2: .*NaN is not JSON"),
+        # NaN and infinities (also 1e999, a number past a double) are not JSON values: one rule, one message.
+        *(
+            (
+                lambda lines, bad=bad: [lines[0], lines[1].replace('"meta":{}', f'"meta":{{"x":{bad}}}')],
+                f"line 2: the line holds {re.escape(bad)}, which is not a finite number",
+            )
+            for bad in ("NaN", "Infinity", "1e999", "-1E400")
+        ),
+        *(
+            (
+                lambda lines, bad=bad: [*lines[:2], lines[2].replace('"payload":"{', f'"payload":"{{\\"x\\":{bad},')],
+                f"line 3: the payload holds {re.escape(bad)}, which is not a finite number",
+            )
+            for bad in ("NaN", "-Infinity", "1e999", "-1e999")
+        ),
         (lambda lines: [lines[0], lines[1].replace('"cwd":"/work"', '"cwd":"/w\\ud800"')], "line 2: .*lone surrogate"),
         (lambda lines: [*lines[:2], lines[2].replace('"position":0', f'"position":{2**63 - 1}')], "below 2\\*\\*31"),
         (lambda lines: [lines[0], lines[1].replace("+00:00", "", 1)], "line 2: created_at must be .* UTC offset"),

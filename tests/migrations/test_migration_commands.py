@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from migration_data import fill
@@ -39,6 +40,34 @@ def test_alembic_command_line_from_the_repository_root(tmp_path: Path) -> None:
     assert "0001 -> , baseline" in run([*alembic, "downgrade", "base"], cwd=REPO, env=env)
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT name FROM sqlite_master WHERE name IN ('sessions', 'events')").fetchall() == []
+
+
+def test_alembic_downgrade_keeps_the_backup_sessionstore_db_keeps(built: Callable[[str], Path]) -> None:
+    """`alembic downgrade base` drops every session: through our env.py it first takes the backup that
+    `sessionstore db downgrade` takes (the same function), and says where; commands that go nowhere take none."""
+    db = built(HEAD)
+    folder = db.parent
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        stored = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    assert stored > 0
+    alembic = [sys.executable, "-m", "alembic", "-x", f"db={db}"]
+    run([*alembic, "current"], cwd=REPO)
+    run([*alembic, "check"], cwd=REPO)
+    run([*alembic, "upgrade", "head"], cwd=REPO)  # already there
+    assert list(folder.glob("*.bak-*")) == []
+
+    out = run([*alembic, "downgrade", "base"], cwd=REPO)
+    (backup,) = folder.glob(f"agent.db.bak-{HEAD}-*")
+    assert f"Backed up {db} to {backup}" in out
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    with contextlib.closing(sqlite3.connect(backup)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("SELECT count(*) FROM events").fetchone() == (stored,)  # every session, kept
+    assert migrate.current(db) is None
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []  # no half-made backup
+
+    run([*alembic, "upgrade", "head"], cwd=REPO)  # from an empty schema: nothing to back up
+    assert list(folder.glob("*.bak-*")) == [backup]
 
 
 _USE = """

@@ -14,12 +14,24 @@ from uuid import UUID
 # The command-line tests' helpers (the script's path, its environment, the conversations they write).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 
-from _clitools import TIMEOUT, Family, Spec, child_env, conversation, now, script_path, write_db, write_family
+from _clitools import (
+    TIMEOUT,
+    Family,
+    Spec,
+    child_env,
+    conversation,
+    now,
+    script_path,
+    synthetic_export,
+    write_db,
+    write_family,
+)
 
 from sessionstore import BaseEvent, SessionRecord, SQLiteStorage
 from sessionstore.postgres import PostgresStorage
 
 __all__ = [
+    "TIMEOUT",
     "Family",
     "Spec",
     "child_env",
@@ -27,6 +39,7 @@ __all__ = [
     "now",
     "run",
     "script_path",
+    "synthetic_export",
     "write_both",
     "write_db",
     "write_family",

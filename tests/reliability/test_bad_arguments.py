@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from sessionstore import (
     BaseEvent,
     EventContext,
     EventEncodeError,
+    InvalidCursorError,
     InvalidSessionIdError,
     SessionRecord,
     SessionStore,
@@ -184,8 +187,10 @@ class NotRegistered(BaseEvent):
         ToolCall(call_id="c", name="n", arguments={"f": lambda: None}),
         NotRegistered(),
         "not an event",
+        # Was a plain ValueError: Python refuses to write an int of more than 4,300 digits.
+        ToolResult(call_id="c", content=10**5000),
     ],
-    ids=["object", "set", "function", "unregistered", "str"],
+    ids=["object", "set", "function", "unregistered", "str", "huge-int"],
 )
 async def test_unencodable_events_are_refused_and_nothing_written(storage: SQLiteStorage, bad: Any) -> None:
     stream_id = uuid4()
@@ -196,3 +201,29 @@ async def test_unencodable_events_are_refused_and_nothing_written(storage: SQLit
     assert await storage.get_history(UUID(int=1)) == [UserMessage("keep me")]  # the old history, whole
     assert await storage.load_session(stream_id) is None
     assert_file_whole(storage.path, sessions=1)
+
+
+def _cursor(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+BAD_CURSORS: list[Any] = [
+    123,  # a number, where ACP says string
+    "not base64 at all!",
+    _cursor(5),
+    _cursor(["0001-01-01T00:00:00+14:00", "0" * 32]),  # year 1 at +14:00 is before year 1 in UTC
+    _cursor(["2026-01-01T00:00:00+00:00", 5]),
+    _cursor(["2026-01-01T00:00:00", "0" * 32]),  # naive
+    _cursor([[[[[[[[[[["deep"]]]]]]]]]], "x"]),
+    "W" * 100_000,
+]
+
+
+@pytest.mark.parametrize("cursor", BAD_CURSORS, ids=range(len(BAD_CURSORS)))
+async def test_a_cursor_the_store_never_issued_is_one_clear_error(storage: SQLiteStorage, cursor: Any) -> None:
+    """Was: some of these raised OverflowError, RecursionError or AttributeError (ACP answered -32603)."""
+    for store in (storage, SessionStore(storage=storage, retain_history=True)):
+        with pytest.raises(InvalidCursorError, match="invalid session list cursor"):
+            await store.list_sessions(cursor=cursor)
+    page = await storage.list_sessions()
+    assert [s.session_id for s in page.sessions] == [UUID(int=1).hex]  # and the store goes on working
