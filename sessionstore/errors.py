@@ -80,6 +80,12 @@ class InvalidSessionIdError(StorageError, ValueError):
     """A session or stream id that is not a UUID (32 hex digits); nothing was read or written."""
 
 
+class SessionHeldError(StorageError):
+    """Another live process (or another storage of this one) holds the session: it has it open, and only its holder
+    may repair, append to, rewrite, close or delete it. The message names the holder (pid, host, program, since
+    when); the hold ends when the holder lets the session go or ends, a ``kill -9`` included."""
+
+
 class InvalidCursorError(StorageError, ValueError):
     """A session-list cursor this store never issued (cursors are opaque: pass back only ``next_cursor``)."""
 

@@ -18,11 +18,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import socket
 import struct
+import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["BASE", "SUPPORTED", "Holds"]
+__all__ = ["BASE", "SUPPORTED", "Holds", "holder"]
 
 BASE = 1 << 50
 """Byte offset of session id 0's lock: beyond any real file, and beyond SQLite's own lock bytes (1 GiB + 512)."""
@@ -101,6 +104,16 @@ class Holds:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+def holder() -> str:
+    """This process as ``sessions.held_by`` names a holder: ``pid 4242 on laptop (example.py) since ... UTC``.
+
+    The program is its file's name only: a command line may carry secrets.
+    """
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}) since {since} UTC"
 
 
 def _offset(session: int) -> int:

@@ -39,6 +39,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -95,6 +96,9 @@ class Session(Base):
     # The session this one's stream was opened from (an AG2 subagent's), set when the row is made and never
     # changed; its subagents go with it (revision 0006).
     parent: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    # Who holds the session (a registry has it live), for people: "pid 4242 on laptop (example.py) since ...".
+    # Whether that holder still lives is its lock's to say (sessionstore/holds.py; revision 0007).
+    held_by: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         # AUTOINCREMENT: a deleted session's integer id is never reused, so a
@@ -114,6 +118,8 @@ class Session(Base):
         Index(None, "cwd", "created_at"),
         # A session's subagents (show, export), and the cascade that deletes them with it.
         Index(None, "parent"),
+        # The few held sessions, found without reading every row (a storage clears dead holders' marks at open).
+        Index(None, "held_by", sqlite_where=text("held_by IS NOT NULL"), postgresql_where=text("held_by IS NOT NULL")),
         {"sqlite_autoincrement": True},
     )
 

@@ -21,7 +21,12 @@ __all__ = [
     "EVENTS_OF",
     "EVENT_ROWS",
     "EVENT_TYPES",
+    "CLEAR_HOLDER",
     "FIND_SESSION",
+    "HOLDER",
+    "HOLD_SESSION",
+    "LET_GO_SESSION",
+    "MARKED_HELD",
     "HISTORY",
     "INDEX_NEW_EVENTS",
     "UNINDEXED_EVENTS",
@@ -86,6 +91,13 @@ DELETE_EVENTS_FROM = "DELETE FROM events WHERE session = :id AND position >= :po
 
 # Its events and its subagents (theirs too, with their events) go with it (ON DELETE CASCADE).
 DELETE_SESSION = "DELETE FROM sessions WHERE session_id = :sid"
+
+# Holding (revision 0007): who holds a session, written for people; its lock says whether that holder lives.
+HOLDER = "SELECT id, held_by FROM sessions WHERE session_id = :sid"
+HOLD_SESSION = "UPDATE sessions SET held_by = :who WHERE id = :id"
+LET_GO_SESSION = "UPDATE sessions SET held_by = NULL WHERE id = :id AND held_by = :who"
+MARKED_HELD = "SELECT id, held_by FROM sessions WHERE held_by IS NOT NULL"
+CLEAR_HOLDER = "UPDATE sessions SET held_by = NULL WHERE id = :id AND held_by = :who"
 
 # A record written again keeps its creation time; its events are untouched.
 UPSERT_SESSION = (

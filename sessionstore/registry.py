@@ -33,7 +33,7 @@ from .errors import (
     SessionLimitError,
     UnknownSessionError,
 )
-from .storage import MemoryStorage, SessionCatalog, SessionPage, SessionRecord, Storage, StreamId, in_session
+from .storage import Holding, MemoryStorage, SessionCatalog, SessionPage, SessionRecord, Storage, StreamId, in_session
 from .stream import SessionStream
 
 __all__ = ["AgentSession", "SessionConfig", "SessionStore"]
@@ -280,6 +280,7 @@ class SessionStore:
         # `is None`, not `or`: a supplied storage may be falsy while empty.
         self._storage: Storage = default_storage_factory() if config.storage is None else config.storage
         self._catalog: SessionCatalog | None = storage_catalog(self._storage)
+        self._holding: Holding | None = self._storage if isinstance(self._storage, Holding) else None
         self._max_sessions = config.max_sessions
         self._ttl = config.ttl
         self._max_queued = config.max_queued
@@ -355,6 +356,8 @@ class SessionStore:
             session = self._build(uuid4(), now, context)
             if self._catalog is not None:
                 await self._catalog.save_session(session.record())
+            if self._holding is not None:
+                await self._holding.hold(session.stream_id)
             self._sessions[session.session_id] = session
             return session
 
@@ -375,6 +378,9 @@ class SessionStore:
                 self._touch(live, now)
                 return live, False
             await self._make_room()
+            if self._holding is not None:
+                # First: another process that has the session live keeps it (SessionHeldError names it).
+                await self._holding.hold(stream_id)
             stored = await self._catalog.load_session(stream_id) if self._catalog is not None else None
             if stored is not None:
                 for key in _CONTEXT_KEYS:
@@ -443,7 +449,9 @@ class SessionStore:
     async def forget(self, session_id: str) -> None:
         """Unregister a session without touching its work or its history (undoes a refused adoption)."""
         async with self._lock:
-            self._sessions.pop(session_id, None)
+            session = self._sessions.pop(session_id, None)
+        if session is not None and self._holding is not None:
+            await self._holding.let_go(session.stream_id)
 
     async def aclose(self) -> None:
         """Stop and let go of every session: the shutdown path.
@@ -494,9 +502,12 @@ class SessionStore:
 
     async def _let_go(self, session: AgentSession, *, drop: bool) -> None:
         if drop:
-            await self._storage.drop_history(session.stream_id)
-        elif self._catalog is not None:
+            await self._storage.drop_history(session.stream_id)  # a hold goes with the session
+            return
+        if self._catalog is not None:
             await self._catalog.touch_session(session.stream_id, released=True)
+        if self._holding is not None:
+            await self._holding.let_go(session.stream_id)
 
     async def _evict_expired(self, now: float) -> None:
         if self._ttl is None:

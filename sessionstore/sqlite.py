@@ -21,6 +21,7 @@ How it keeps conversations safe:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import sqlite3
@@ -35,8 +36,9 @@ from typing import Any, TypeVar
 
 from . import queries, records
 from .codec import Codec, JsonCodec, decode_all, describe_row
-from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, truncate_wal
-from .errors import StorageError, from_sqlite
+from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, transaction, truncate_wal
+from .errors import SessionHeldError, StorageError, from_sqlite
+from .holds import Holds, holder
 from .lane import Work, WriteLane
 from .storage import (
     UPDATED_AT_SLACK,
@@ -67,6 +69,11 @@ INDEX_EVERY = 256
 events since it last did, within ``INDEX_IDLE`` seconds of its writes, and when it closes: appends commit without
 indexing (revision 0005), and search reads the few events not yet indexed directly."""
 INDEX_IDLE = 1.0
+
+
+def _held_error(sid: str, marked: str | None) -> SessionHeldError:
+    who = marked or "another storage of this file (it has not marked who yet)"
+    return SessionHeldError(f"session {sid} is held by {who}: only its holder may write it until it lets it go")
 
 
 def _history_and_size(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[str, str]], int] | None:
@@ -168,6 +175,9 @@ class SQLiteStorage:
         self._indexed_events = 0
         self._indexing: asyncio.Task[None] | None = None
         self._index_timer: asyncio.TimerHandle | None = None
+        # The sessions this storage holds (a registry has them live): their locks, and what their marks say.
+        self._holds = Holds(self.path)
+        self._holder = holder()
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({str(self.path)!r}, synchronous={self.synchronous!r})"
@@ -226,9 +236,21 @@ class SQLiteStorage:
             busy_timeout=self.busy_timeout,
             allow_shared_file=self.allow_shared_file,
         )
+        self._clear_dead_holders()
         reader = self._reader()
         self._idle_readers.put(reader)
         return reader.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0] is not None
+
+    def _clear_dead_holders(self) -> None:
+        """Clear the marks of holders whose locks are gone (processes that ended without letting go)."""
+        with contextlib.closing(self._connection()) as conn:
+            dead = [(row_id, who) for row_id, who in conn.execute(queries.MARKED_HELD) if not self._held(row_id)]
+            if dead:
+                with transaction(conn, self.path):
+                    conn.executemany(queries.CLEAR_HOLDER, [{"id": row_id, "who": who} for row_id, who in dead])
+
+    def _held(self, row_id: int) -> bool:
+        return self._holds.holds(row_id) or self._holds.held_elsewhere(row_id)
 
     def _connection(self) -> sqlite3.Connection:
         return connect(
@@ -272,7 +294,17 @@ class SQLiteStorage:
                 self._start_indexing()
             if self._indexing is not None:
                 await asyncio.wait([self._indexing])
+            if self._holds.held:
+                held = self._holds.held
+
+                def unmark(conn: sqlite3.Connection) -> tuple[None, None]:
+                    conn.executemany(queries.CLEAR_HOLDER, [{"id": i, "who": self._holder} for i in held])
+                    return None, None
+
+                with contextlib.suppress(StorageError):  # the locks go below whatever happens; marks are cleared
+                    await lane.submit(unmark)  # by the next open then
             await lane.close()  # queued writes commit and their callers hear back first
+        self._holds.close()
         self._lane = None
         self._readers = None
         with self._cache_lock:
@@ -421,6 +453,7 @@ class SQLiteStorage:
             now = datetime.now(UTC)
             stamp = utc_text(now)
             row_id, revision = self._ensure_session(conn, stream_id, parent, now, stamp)
+            self._refuse_held(conn, row_id, sid)
             conn.execute(queries.APPEND_EVENT, {**row, "id": row_id, "now": stamp})
             self._written_events += 1
 
@@ -471,6 +504,7 @@ class SQLiteStorage:
             now_dt = datetime.now(UTC)
             now = utc_text(now_dt)
             row_id, revision = self._ensure_session(conn, stream_id, parent, now_dt, now)
+            self._refuse_held(conn, row_id, sid)
             cached = self._cached(sid, row_id, revision)
             keep = 0
             # The file's (type, payload) rows, when this process's cache cannot stand for them.
@@ -541,10 +575,15 @@ class SQLiteStorage:
         sid = session_id_of(stream_id)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
+            found = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
+            if found is not None:
+                self._refuse_held(conn, int(found[0]), sid)
             conn.execute(queries.DELETE_SESSION, {"sid": sid})
 
             def after_commit() -> None:
                 self._cache_drop(sid)
+                if found is not None:
+                    self._holds.release(int(found[0]))  # a hold of its own goes with it
 
             return None, after_commit
 
@@ -598,6 +637,57 @@ class SQLiteStorage:
             return None, None
 
         await self._submit(work)
+
+    async def hold(self, stream_id: StreamId) -> None:
+        """Hold the session for this storage (a registry has it live), making its row if it has none.
+
+        :class:`~sessionstore.SessionHeldError`, naming the holder, while another storage in any process holds it:
+        only the holder may then repair, append to, rewrite or delete it. Held until :meth:`let_go`, a drop, this
+        storage closing, or its process ending (a ``kill -9`` included: the lock dies with it).
+        """
+        sid = session_id_of(stream_id)
+
+        def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            found = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
+            if found is None:
+                made = conn.execute(
+                    queries.NEW_SESSION, {"sid": sid, "parent": None, "now": utc_text(datetime.now(UTC))}
+                )
+                found = (made.fetchone()[0], None)
+            row_id, marked = int(found[0]), found[1]
+            if self._holds.holds(row_id):
+                return None, None
+            if not self._holds.take(row_id):
+                raise _held_error(sid, marked)
+            try:
+                conn.execute(queries.HOLD_SESSION, {"id": row_id, "who": self._holder})
+            except BaseException:
+                self._holds.release(row_id)
+                raise
+            return None, None
+
+        await self._submit(work)
+
+    async def let_go(self, stream_id: StreamId) -> None:
+        """Stop holding the session (nothing if this storage does not hold it)."""
+        sid = session_id_of(stream_id)
+
+        def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None] | None]:
+            found = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
+            if found is None or not self._holds.holds(int(found[0])):
+                return None, None
+            row_id = int(found[0])
+            conn.execute(queries.LET_GO_SESSION, {"id": row_id, "who": self._holder})
+            return None, lambda: self._holds.release(row_id)
+
+        await self._submit(work)
+
+    def _refuse_held(self, conn: sqlite3.Connection, row_id: int, sid: str) -> None:
+        """Inside a write: refuse it if another storage holds the session (the write lock keeps the answer true
+        until the commit: a holder marks its hold in a write transaction of its own)."""
+        if self._holds.held_elsewhere(row_id):
+            marked = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
+            raise _held_error(sid, marked[1] if marked is not None else None)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None

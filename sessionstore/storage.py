@@ -243,6 +243,20 @@ class SessionCatalog(Protocol):
         ...
 
 
+@runtime_checkable
+class Holding(Protocol):
+    """A storage whose sessions a process holds while its registry has them live (revision 0007).
+
+    Only the holder may repair, append to, rewrite or delete a held session: another storage, in this process or
+    another, gets :class:`~sessionstore.SessionHeldError` naming the holder. The hold dies with its holder (a
+    ``kill -9`` included), so a session a dead process held is taken over at once.
+    """
+
+    async def hold(self, stream_id: StreamId) -> None: ...
+
+    async def let_go(self, stream_id: StreamId) -> None: ...
+
+
 def encode_cursor(created_at: datetime, session_id: str) -> str:
     """An opaque keyset cursor: the sort key of the last row on the page."""
     raw = json.dumps([created_at.isoformat(), session_id]).encode()

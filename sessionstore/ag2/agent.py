@@ -60,10 +60,10 @@ from ag2.exceptions import HumanInputError
 from ag2.history import unanswered_tool_calls
 from pydantic import BaseModel
 
-from ..errors import InvalidCursorError
+from ..errors import InvalidCursorError, SessionHeldError
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
-from ..storage import EventContext, SessionCatalog, SessionRecord, Storage, in_session
+from ..storage import EventContext, Holding, SessionCatalog, SessionRecord, Storage, in_session
 from .codec import AG2Codec
 from .failures import describe_failure, known_secrets
 
@@ -212,9 +212,13 @@ class _DurableSessions(SessionStore):
       there before is put back as it was;
     * let go (close, eviction, expiry, the connection ending): with ``retain_history`` the row stays, marked
       released, its ``updated_at`` still the last activity; without, it is deleted with its events.
+
+    Each session it has live it also holds (when the storage can: ``Holding``), from before anything is read or
+    repaired until it is let go: another process on the file (a second editor window) is refused a session this
+    one has live, with an error naming this process, and takes it over at once when this process ends.
     """
 
-    __slots__ = ("_catalog", "_found")
+    __slots__ = ("_catalog", "_found", "_holding")
 
     def __init__(self, catalog: SessionCatalog, config: SessionConfig) -> None:
         super().__init__(
@@ -227,6 +231,7 @@ class _DurableSessions(SessionStore):
             retain_history=config.retain_history,
         )
         self._catalog = catalog
+        self._holding: Holding | None = catalog if isinstance(catalog, Holding) else None
         # The row as it was before this registry adopted the session (None: there was none), kept until the
         # session is let go, so a refused load can put it back exactly.
         self._found: dict[str, SessionRecord | None] = {}
@@ -239,6 +244,8 @@ class _DurableSessions(SessionStore):
         session = await super().create(**context)
         try:
             await self._catalog.save_session(_record(session))
+            if self._holding is not None:
+                await self._holding.hold(session.stream_id)
         except BaseException:
             await super().forget(session.session_id)
             raise
@@ -249,6 +256,15 @@ class _DurableSessions(SessionStore):
         session, adopted = await super().get_or_adopt(stream_id, **context)
         if not adopted:
             return session, adopted
+        if self._holding is not None:
+            try:
+                await self._holding.hold(stream_id)  # before anything is read or repaired
+            except SessionHeldError as exc:
+                await super().forget(session.session_id)
+                raise acp.RequestError.invalid_request({"reason": str(exc)}) from exc
+            except BaseException:
+                await super().forget(session.session_id)
+                raise
         try:
             stored = await self._catalog.load_session(stream_id)
             if stored is not None and not session.meta:
@@ -276,6 +292,9 @@ class _DurableSessions(SessionStore):
             await self._catalog.save_session(found)
         elif not list(await self.storage.get_history(session.stream_id)):
             await self.storage.drop_history(session.stream_id)
+            return
+        if self._holding is not None:
+            await self._holding.let_go(session.stream_id)
 
     async def let_go(self, session_id: str) -> None:
         """``session/close``: stop the session's work and let it go, retained or deleted per ``retain_history``.
@@ -309,8 +328,10 @@ class _DurableSessions(SessionStore):
                 # Not touch_session: letting go is not activity, and updatedAt is what session/list and
                 # sessionstore prune read as the last activity.
                 await self._catalog.save_session(replace(stored, released=True))
+            if self._holding is not None:
+                await self._holding.let_go(session.stream_id)
         except Exception:
-            logger.warning("could not mark session %s released", session.session_id, exc_info=True)
+            logger.warning("could not let session %s go", session.session_id, exc_info=True)
 
 
 class _DurableScope(_ConnectionScope):

@@ -122,6 +122,15 @@ def fill_linked(conn: sqlite3.Connection) -> None:
     )
 
 
+def fill_held(conn: sqlite3.Connection) -> None:
+    """:func:`fill_linked`, the first session marked held by a process that has since ended (0007 on)."""
+    fill_linked(conn)
+    conn.execute(
+        "UPDATE sessions SET held_by = 'pid 999999 on gone (agent.py) since 2026-12-02 00:00:00 UTC'"
+        " WHERE id = (SELECT min(id) FROM sessions)"
+    )
+
+
 # How to fill a file at each revision. The upgrade test builds every revision
 # with its filler; a revision without one fails that test until it has one.
 FILLERS = {
@@ -131,6 +140,7 @@ FILLERS = {
     "0004": fill_described,
     "0005": fill_described,
     "0006": fill_linked,
+    "0007": fill_held,
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.
