@@ -37,7 +37,7 @@ from . import queries, records
 from .codec import Codec, JsonCodec, decode_all, describe_row
 from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, truncate_wal
 from .errors import StorageError, from_sqlite
-from .lane import Work, WriteLane
+from .lane import Work, WriteLane, size_unknown, will_write
 from .storage import (
     UPDATED_AT_SLACK,
     ContextLike,
@@ -403,6 +403,7 @@ class SQLiteStorage:
         item = event if codec.frozen_events else (type_name, payload)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
+            will_write(1, len(payload))
             now = datetime.now(UTC)
             stamp = utc_text(now)
             row_id, revision = self._ensure_session(conn, sid, now, stamp)
@@ -456,6 +457,8 @@ class SQLiteStorage:
             now = utc_text(now_dt)
             row_id, revision = self._ensure_session(conn, sid, now_dt, now)
             cached = self._cached(sid, row_id, revision)
+            if cached is None and revision:
+                size_unknown()  # the stored history is read first (revision 0: it has never had an event)
             keep = 0
             # The file's (type, payload) rows, when this process's cache cannot stand for them.
             stored: list[tuple[str, str]] | None = None if cached is not None else records.stored_events(conn, row_id)
@@ -488,6 +491,7 @@ class SQLiteStorage:
             else:  # the cache knows its size, not each row's: the kept rows' share of it
                 assert cached is not None
                 kept_size = cached.size * keep // stored_count if stored_count else 0
+            will_write(stored_count - keep + len(new) - keep)
             changes = 0
             if keep < stored_count:
                 deleted = conn.execute(queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep})
@@ -499,6 +503,7 @@ class SQLiteStorage:
                     description = describe_row(codec, new[position])
                 else:
                     (type_name, payload), description = encoded[position], described[position]
+                will_write(0, len(payload))
                 rows.append(
                     {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": now}
                     | description
@@ -524,6 +529,7 @@ class SQLiteStorage:
         sid = session_id_of(stream_id)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
+            size_unknown()  # every event of the session, overwritten
             conn.execute(queries.DELETE_SESSION, {"sid": sid})
 
             def after_commit() -> None:
@@ -550,8 +556,10 @@ class SQLiteStorage:
 
     async def save_session(self, record: SessionRecord) -> None:
         params = record_row(record)
+        size = sum(len(value) for value in params.values() if isinstance(value, str))
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            will_write(1, size)
             conn.execute(queries.UPSERT_SESSION, params).fetchall()
             return None, None
 
@@ -568,6 +576,7 @@ class SQLiteStorage:
         }
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            will_write(1)
             conn.execute(queries.TOUCH_SESSION, params)
             return None, None
 
@@ -577,6 +586,7 @@ class SQLiteStorage:
         params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            will_write(1, len(params["title"] or ""))
             conn.execute(queries.SET_TITLE, params)
             return None, None
 
