@@ -78,6 +78,13 @@ def _history_and_size(conn: sqlite3.Connection, sid: str) -> tuple[int, int, lis
     return row_id, revision, rows, sum(len(payload) for _, payload in rows)
 
 
+def _close_readers(readers: ThreadPoolExecutor | None, opened: list[sqlite3.Connection]) -> None:
+    if readers is not None:
+        readers.shutdown()
+    for conn in opened:
+        conn.close()
+
+
 @dataclass(slots=True)
 class _Cached:
     """What this process last saw of a session's events, valid while (row id, revision) match.
@@ -276,12 +283,10 @@ class SQLiteStorage:
         with self._cache_lock:
             self._cache.clear()
             self._cached_bytes = 0
-        if readers is not None:
-            await asyncio.get_running_loop().run_in_executor(None, readers.shutdown)
         opened, self._all_readers = self._all_readers, []
         self._idle_readers = queue.SimpleQueue()
-        for conn in opened:
-            conn.close()
+        # Off the loop's thread: the last connection to close checkpoints the WAL into the file (fsyncs).
+        await asyncio.get_running_loop().run_in_executor(None, _close_readers, readers, opened)
 
     # -- running work --------------------------------------------------------------------
 
