@@ -275,7 +275,17 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
     for sid in admin.delete_sessions(args.db, args.ids):
         print(f"deleted {sid}")
+    _deleted_text_left(args.db)
     return 0
+
+
+def _deleted_text_left(db: str) -> None:
+    """One line, when another process's older snapshot keeps the deleted text in the file for now."""
+    from . import admin
+
+    if admin.deleted_text_left(db):
+        left = admin.LEFT_IN_LOG.format(db=records.where(db))
+        print(visible(f"{PROG}: the deleted text {left}"), file=sys.stderr)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -298,6 +308,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         )
     if not args.yes:
         print("run again with --yes to delete them")
+    else:
+        _deleted_text_left(args.db)
     return 0
 
 
@@ -374,6 +386,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     events = f"{report.unindexed} newest event{'s' * (report.unindexed != 1)}"
     trailing = f" ({events} to index; search reads them directly)" if report.unindexed else ""
     print(f"search index  {'ok' + trailing if not report.search_index else '; '.join(report.search_index)}")
+    if report.deleted_text_left:
+        print(f"deleted text  {admin.LEFT_IN_LOG.format(db=records.where(args.db))}")
     if report.ok:
         print("ok")
         return 0

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 from . import pgdatabase, queries, records
-from .admin import forget_deleted, in_batches, index_new_events, writable
+from .admin import forget_deleted, in_batches, index_new_events, note_deleted, writable
 from .codec import ROLES, is_text_path, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
@@ -439,6 +439,7 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
         return outcome
     if outcome == "replaced":
         conn.execute(queries.DELETE_SESSION, {"sid": item.row[0]})
+        note_deleted(conn)
     row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]
     conn.executemany(
         queries.INSERT_EVENT,
