@@ -94,8 +94,8 @@ def test_a_disk_turning_slow_costs_the_loop_one_commit_and_it_comes_back_once_me
     thread until RECOVERY_COMMITS in a row were quick there, and then the loop commits again."""
     report = run(shim, tmp_path, "turns", 0)
     assert any(on_loop(report, "quick"))  # quick: the loop commits
-    slow = lags(report, "slow")
-    assert len([lag for lag in slow if lag > STALL]) <= 1, [round(lag, 3) for lag in slow if lag > STALL]
+    waited = [lag for lag in lags(report, "slow") if lag > SLOW_FSYNC_MS / 1000 / 2]  # on an fsync, not a hiccup
+    assert len(waited) <= 1, waited
     assert sum(on_loop(report, "slow")) <= 1
     again = list(on_loop(report, "quick again"))
     assert True in again  # the loop commits again...
