@@ -29,15 +29,27 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from . import pgdatabase, queries, records, scratch
-from .database import BUSY_TIMEOUT, HEAD, check_private, connect, read_revision, transaction, truncate_wal
+from .database import (
+    BUSY_TIMEOUT,
+    HEAD,
+    check_private,
+    connect,
+    deleted_mark,
+    mark_deleted,
+    read_revision,
+    scrub_log,
+    transaction,
+)
 from .errors import NotADatabaseError, NotOnPostgreSQLError, SchemaError, UsageError, from_sqlite
 from .storage import SessionRecord, storable_text, utc_text
 
 __all__ = [
     "BATCH_SECONDS",
+    "LEFT_IN_LOG",
     "CheckReport",
     "check",
     "delete_sessions",
+    "deleted_text_left",
     "in_batches",
     "parse_age",
     "prune",
@@ -61,6 +73,9 @@ class CheckReport:
     problem: writers index in batches, and search reads those events directly).
     ``leftovers``: scratch files beside the file that a killed command left (:mod:`scratch`), one line each;
     they hold conversation text, so they are not ok, and ``check --repair`` (or the next import) removes them.
+    ``deleted_text_left``: deleted text may still be in the file's pages and its
+    write-ahead log, because another process held an older snapshot when it was
+    deleted (:data:`LEFT_IN_LOG`; not damage: it goes once that process lets go).
     """
 
     integrity: list[str]
@@ -72,6 +87,7 @@ class CheckReport:
     repaired: list[str] = field(default_factory=list)
     unindexed: int = 0
     leftovers: list[str] = field(default_factory=list)
+    deleted_text_left: bool = False
 
     @property
     def ok(self) -> bool:
@@ -96,6 +112,7 @@ class CheckReport:
             "repaired": self.repaired,
             "unindexed": self.unindexed,
             "leftovers": self.leftovers,
+            "deleted_text_left": self.deleted_text_left,
         }
 
 
@@ -196,7 +213,15 @@ def _delete(conn: sqlite3.Connection, sid: str) -> tuple[str, int]:
     # -1 for a session already gone (named after its parent, which took it along)
     subagents = max(0, int(conn.execute(queries.SUBAGENT_COUNT, {"sid": sid}).fetchone()[0]))
     conn.execute(queries.DELETE_SESSION, {"sid": sid})
+    note_deleted(conn)
     return sid, subagents
+
+
+def note_deleted(conn: sqlite3.Connection) -> None:
+    """In a delete's transaction: mark the file as holding deleted text until :func:`forget_deleted` is done
+    (:func:`database.mark_deleted`). PostgreSQL keeps no log of old pages a reader could hold: nothing to mark."""
+    if not records.is_postgres(conn):
+        mark_deleted(conn)
 
 
 INDEX_BATCH = 256
@@ -219,18 +244,31 @@ def index_new_events(conn: sqlite3.Connection, batch: int = INDEX_BATCH) -> bool
     return bool(conn.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0])
 
 
-def forget_deleted(conn: sqlite3.Connection, path: Path) -> None:
-    """Make what was just deleted unrecoverable from the file: deleted means gone.
+LEFT_IN_LOG = (
+    "remains in {db} and its write-ahead log for now: another process (a sqlite3 shell, a backup, a replicator)"
+    " holds an older snapshot of the file; sessionstore removes it once that process lets go"
+)
+"""What a delete says of the deleted text, in one line, when it could not make it unrecoverable yet (``db``: the
+file)."""
+
+
+def forget_deleted(conn: sqlite3.Connection, path: Path) -> bool:
+    """Make what was deleted unrecoverable from the file: deleted means gone. Whether it is (already).
 
     Rows are overwritten as they are deleted (``secure_delete``), but a deleted
     event's words stay in the full-text index's older segments until they are
     merged, and earlier versions of pages stay in the write-ahead log until it is
     emptied. So: merge the index, a step per short transaction (an agent writing
-    meanwhile keeps its pace), then empty the log. (PostgreSQL has neither: its
-    deleted rows go at the next vacuum, which its autovacuum runs.)
+    meanwhile keeps its pace), then empty the log (:func:`database.scrub_log`),
+    waiting for another process's older snapshot for at most
+    :data:`database.SCRUB_WAIT`: if it is still held, the file stays marked, and
+    the next sessionstore storage to open it (or one open on it) finishes once
+    that process lets go. (PostgreSQL has neither: its deleted rows go at the
+    next vacuum, which its autovacuum runs.)
     """
     if records.is_postgres(conn):
-        return
+        return True
+    mark = deleted_mark(conn)  # before the merge: a delete after this keeps its own mark
 
     def merge(conn: sqlite3.Connection, step: int) -> bool:
         before = conn.total_changes
@@ -241,7 +279,16 @@ def forget_deleted(conn: sqlite3.Connection, path: Path) -> None:
     for merged in in_batches(conn, path, steps, merge):
         if not merged:
             break
-    truncate_wal(path)
+    return scrub_log(path, mark)
+
+
+def deleted_text_left(db: str | Path) -> bool:
+    """Whether deleted text may remain in the file's pages or its write-ahead log, because another process held an
+    older snapshot when it was deleted (:data:`LEFT_IN_LOG`); one read of the file's header. Never on PostgreSQL."""
+    if pgdatabase.is_url(db):
+        return False
+    with records.reading(db) as conn:
+        return bool(deleted_mark(conn))
 
 
 @pgdatabase.either
@@ -339,9 +386,14 @@ def check(db: str | Path, *, repair: bool = False) -> CheckReport:
     SQLite's checks pass); and scratch files a killed command left beside the
     file. Reads only: an agent writing meanwhile is not held up.
 
+    Says too whether deleted text may be left in the file and its write-ahead
+    log (another process held an older snapshot when it was deleted: the file's
+    mark, :func:`database.mark_deleted`, one read of its header).
+
     With ``repair``, puts back what is missing or altered (views and triggers,
     from this version's definitions) and rebuilds the index, in one
-    transaction, removes the leftovers, then checks again.
+    transaction, removes the leftovers, finishes removing deleted text if no
+    other process holds an older snapshot any more, then checks again.
 
     On PostgreSQL (the server checks its own pages): the revision, the functions, triggers, views and search
     index against this version's, orphaned events, and that the index is valid; ``repair`` is refused.
@@ -359,6 +411,7 @@ def check(db: str | Path, *, repair: bool = False) -> CheckReport:
         altered = _altered_objects(conn) if current else []
         index = _index_problems(conn) if current and not any("events_fts" in name for name in altered) else []
         trails = conn.execute(queries.UNINDEXED_EVENTS).fetchone() if current and not altered else None
+        left = bool(deleted_mark(conn))
     unindexed = int(trails[0]) if trails is not None else 0
     leftovers = [leftover.describe() for leftover in scratch.leftovers(Path(db))]
     report = CheckReport(
@@ -369,11 +422,16 @@ def check(db: str | Path, *, repair: bool = False) -> CheckReport:
         search_index=index,
         unindexed=unindexed,
         leftovers=leftovers,
+        deleted_text_left=left,
     )
-    if not repair or not (altered or index or leftovers):
+    if not repair or not (altered or index or leftovers or left):
         return report
     repaired = _repair(Path(db), altered) if altered or index else []
     repaired += [f"removed {leftover.path}" for leftover in scratch.sweep(Path(db))]
+    if left:
+        with writable(db) as conn:
+            if forget_deleted(conn, Path(db)):
+                repaired.append("removed the deleted text left in the file and its write-ahead log")
     return replace(check(db), repaired=repaired)
 
 

@@ -333,6 +333,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"imported {result.added} new, {result.replaced} replaced, {result.unchanged} already present"
         f" ({result.events} events) into {records.where(args.db)}"
     )
+    if result.replaced:
+        _deleted_text_left(args.db)  # the replaced copies were deleted
     return 0
 
 
@@ -341,7 +343,17 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
     for sid, subagents in admin.delete_sessions(args.db, args.ids):
         print(f"deleted {sid}" + (f" and its {subagents} subagent{'s' * (subagents != 1)}" if subagents else ""))
+    _deleted_text_left(args.db)
     return 0
+
+
+def _deleted_text_left(db: str) -> None:
+    """One line, when another process's older snapshot keeps the deleted text in the file for now."""
+    from . import admin
+
+    if admin.deleted_text_left(db):
+        left = admin.LEFT_IN_LOG.format(db=records.where(db))
+        print(visible(f"{PROG}: the deleted text {left}"), file=sys.stderr)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -364,6 +376,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         )
     if not args.yes:
         print("run again with --yes to delete them")
+    else:
+        _deleted_text_left(args.db)
     return 0
 
 
@@ -444,6 +458,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"search index  {'ok' + trailing if not report.search_index else '; '.join(report.search_index)}")
     for leftover in report.leftovers:
         print(f"leftover      {leftover}")
+    if report.deleted_text_left:
+        print(f"deleted text  {admin.LEFT_IN_LOG.format(db=records.where(args.db))}")
     if report.ok:
         print("ok")
         return 0

@@ -28,6 +28,7 @@ from typing import Literal
 
 from . import queries
 from .errors import (
+    DatabaseBusyError,
     DatabaseNotFoundError,
     DatabaseReadOnlyError,
     NotADatabaseError,
@@ -41,15 +42,18 @@ __all__ = [
     "BUSY_TIMEOUT",
     "HEAD",
     "Synchronous",
+    "SCRUB_WAIT",
     "check_private",
     "connect",
     "create_file",
+    "deleted_mark",
     "ensure_wal",
-    "prepare",
     "judge_revision",
+    "mark_deleted",
+    "prepare",
     "read_revision",
+    "scrub_log",
     "transaction",
-    "truncate_wal",
 ]
 
 BUSY_TIMEOUT = 30.0
@@ -225,19 +229,59 @@ def prepare(
         raise
 
 
-def truncate_wal(path: Path, busy_timeout: float = BUSY_TIMEOUT, attempts: int = 20) -> bool:
-    """Copy the write-ahead log into the file and empty it, so no earlier version of a page stays in it.
+SCRUB_WAIT = 1.0
+"""Seconds a delete waits for other processes to let go of older snapshots of the file, so that it can empty the
+write-ahead log, before it returns and leaves that to later (:func:`scrub_log`). A reader in the middle of a query
+lets go within it; one that holds a snapshot open (a ``sqlite3`` shell inside ``BEGIN``, a backup, a replicator)
+may not for hours, and a delete must not wait for it (it waited 20 times 30 s)."""
 
-    Needs a moment when no reader holds an older snapshot; tried a few times.
-    Returns whether the log was emptied.
+_MARKS = 2**31 - 1
+"""``PRAGMA user_version`` is a signed 32-bit integer: the marks go 1, 2, ... this, 1, ..."""
+
+
+def mark_deleted(conn: sqlite3.Connection) -> int:
+    """Inside a delete's write transaction: note in the file that deleted text may be left in its pages; the mark.
+
+    The note is ``PRAGMA user_version`` (in the file's header, read without
+    touching a table; nothing else of sessionstore's uses it): non-zero, a new
+    value at every delete, written in the same transaction as the delete, so no
+    crash can lose it. :func:`scrub_log` clears it once the deleted text is
+    gone; ``sessionstore check`` reports it meanwhile.
     """
-    conn = connect(path, busy_timeout=busy_timeout)
+    mark = deleted_mark(conn) % _MARKS + 1
+    conn.execute(f"PRAGMA user_version = {mark}")
+    return mark
+
+
+def deleted_mark(conn: sqlite3.Connection) -> int:
+    """The file's mark (:func:`mark_deleted`): 0 when no deleted text is left in its pages or its write-ahead log."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def scrub_log(path: Path, mark: int, wait: float = SCRUB_WAIT) -> bool:
+    """Copy the write-ahead log into the file and empty it, so no earlier version of a page stays in either; then
+    clear the file's mark if it is still ``mark``. Whether the log was emptied.
+
+    Call it after the full-text index was merged, with the mark read before the
+    merge began: a delete that comes meanwhile sets a new mark, and keeps it
+    until a scrub that began after it. The log can be emptied only once no
+    other process holds a snapshot older than its end; this waits ``wait``
+    seconds at most for that (and for the write lock), then returns False and
+    leaves the mark set: while another process reads an older snapshot, the
+    pages it may read (where the deleted text still is, in the log and in the
+    file) cannot be overwritten.
+    """
+    conn = connect(path, busy_timeout=wait)
     try:
-        for _ in range(attempts):
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if not busy:
-                return True
-            time.sleep(0.05)
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            return False
+        if mark:
+            with transaction(conn, path):
+                if deleted_mark(conn) == mark:
+                    conn.execute("PRAGMA user_version = 0")
+        return True
+    except DatabaseBusyError:  # the write lock, taken meanwhile: the mark stays, for the next try
         return False
     except sqlite3.Error as exc:
         raise from_sqlite(exc, path) from exc

@@ -12,8 +12,8 @@ only after its own commit.
 
 Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measures both):
 
-* on the event loop's own thread, when the lane is idle and its commits there
-  have been quick: the first write of a loop iteration commits at once, inside
+* on the event loop's own thread, when the lane is idle and the disk has
+  proven quick: the first write of a loop iteration commits at once, inside
   the call, and so do the same task's next ones for :data:`LOOP_SLICE` (a
   sequential writer yields to the loop's other tasks once per slice, not once
   per write); the writes of other tasks in the same iteration (at most
@@ -21,13 +21,22 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   ``loop.call_soon``. No hop to another thread and back (~160 us on this
   project's machine, more than half of what an append costs now), at the price
   of the loop waiting for the commit's fsync (typically 0.1-0.3 ms here).
-* on the writer thread otherwise: the first write (it opens the connection),
-  more writes at once than :data:`LOOP_BATCH`, background work (indexing new
-  events), a write while another process holds the write lock (the loop never
-  waits for a lock: it hands the batch over at once), every write for
-  :data:`BACKOFF` seconds once the commits on the loop have taken more than
-  :data:`LOOP_COMMIT_LIMIT` on average (a slow disk, a busy machine), and the
+* on the writer thread otherwise: the first :data:`RECOVERY_COMMITS` writes
+  (the first opens the connection), more writes at once than
+  :data:`LOOP_BATCH`, a write larger than :data:`LOOP_WRITE_ROWS` rows or
+  :data:`LOOP_WRITE_SIZE` characters (:func:`will_write`), background work
+  (indexing new events), a write while another process holds the write lock
+  (the loop never waits for a lock: it hands the batch over at once), every
+  write after a commit on the loop took longer than
+  :data:`LOOP_COMMIT_LIMIT`, until :data:`RECOVERY_COMMITS` in a row were
+  quick there (measured, not a timer: while the disk stays slow, the loop
+  never waits for it again), one write after :data:`LOOP_RUN` in a row on the
+  loop (the WAL is checkpointed there, never on the loop's thread), and the
   writes queued while a commit runs there.
+
+So the loop's thread waits on the disk only for a small write while the
+disk's last commits were quick; a disk that turns slow between two commits
+costs it that one commit.
 
 A write is whole or absent: a caller cancelled before its write starts has
 written nothing; once it has started, the transaction commits or rolls back
@@ -75,15 +84,81 @@ the loop's other tasks. A loop iteration per write cost a sequential writer ~5% 
 took the loop lag's p99 during sequential appends from 1.4 to ~3.5 ms, half of it to ~2.5 ms (the 5 ms an agent's
 other tasks should never see is the bound)."""
 LOOP_COMMIT_LIMIT = 0.002
-"""Seconds the commits on the event loop's thread may take on average (a moving average over the last ten or so)
-before the next ones go to the writer thread: well under the 5 ms of loop lag an agent's other tasks should ever
-see, and one late commit (the machine busy for a moment) does not move it there."""
-BACKOFF = 1.0
-"""Seconds the writer thread commits alone after the commits on the loop's thread were slow, or one was blocked."""
-_SMOOTHING = 0.1
+"""Seconds a commit may take and still count as quick. One on the event loop's thread that takes longer sends the
+next ones to the writer thread (the loop must not wait for a slow disk again): well under the 5 ms of loop lag an
+agent's other tasks should ever see."""
+RECOVERY_COMMITS = 8
+"""Commits in a row, each quicker than :data:`LOOP_COMMIT_LIMIT`, timed on the writer thread, before the loop's
+thread may commit (again): at first, and after a slow commit or another process's lock. Evidence, not a timer: a
+disk that stays slow keeps every commit off the loop (a back-off of a second let one 800 ms fsync freeze the loop
+every second). Only writes the loop could have taken count (at most :data:`LOOP_BATCH`, none too large), timed from
+the lock being held to the commit's end."""
+LOOP_WRITE_ROWS = 32
+"""Rows (inserted or deleted) one transaction on the event loop's thread may write; a larger write runs on the
+writer thread (:func:`will_write`). Appending one event, or ``set_history`` adding a few, stays on the loop; a
+history of 10,000 events written at once (220 ms of the loop's time) never does."""
+LOOP_WRITE_SIZE = 64 * 1024
+"""Characters of stored text (payloads, titles, a session's context) one transaction on the event loop's thread may
+write; a larger write runs on the writer thread (:func:`will_write`). 16 pages of the WAL at most: under a
+millisecond to encode, insert and write here."""
+LOOP_RUN = 256
+"""At most this many commits in a row on the event loop's thread; the next goes to the writer thread, where the WAL
+is checkpointed (:data:`CHECKPOINT_PAGES`): this makes sure one comes (indexing new events usually does first)."""
+CHECKPOINT_PAGES = 256
+"""SQLite checkpoints the WAL (copies it into the file: up to megabytes and two fsyncs) in the commit that finds it
+holding this many pages; the lane lets that happen in the writer thread's commits only, never the loop's. Those
+come every few hundred commits, so the threshold is a quarter of SQLite's 1,000: the WAL then restarts near the
+size it would with SQLite's default (from 1,000 it grew to ~1,700 pages first, and a commit that makes the file
+longer syncs slower: sequential appends ran 0.85x as fast, ``bench/append_profile.py``, 0 rounds of 16 won)."""
 
 _PENDING, _TAKEN, _CANCELLED = 0, 1, 2
 _UNSET: Any = object()
+
+
+class _OffLoop(Exception):
+    """Raised inside a transaction on the event loop's thread by a write larger than the loop may take."""
+
+
+class _Size(threading.local):
+    """What the transaction under way on this thread said it writes (:func:`will_write`)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.size = 0
+        self.on_loop = False
+
+    def start(self, on_loop: bool) -> None:
+        self.rows = self.size = 0
+        self.on_loop = on_loop
+
+    @property
+    def small(self) -> bool:
+        return self.rows <= LOOP_WRITE_ROWS and self.size <= LOOP_WRITE_SIZE
+
+
+_size = _Size()
+
+
+def will_write(rows: int, size: int = 0) -> None:
+    """Inside a write: it is about to write ``rows`` rows holding ``size`` characters of text.
+
+    On the event loop's thread, a transaction that would write more than
+    :data:`LOOP_WRITE_ROWS` rows or :data:`LOOP_WRITE_SIZE` characters stops
+    here: it is rolled back whole (nothing written) and runs on the writer
+    thread instead. Called before the work it announces, so the loop never does
+    that work.
+    """
+    said = _size
+    said.rows += rows
+    said.size += size
+    if said.on_loop and (said.rows > LOOP_WRITE_ROWS or said.size > LOOP_WRITE_SIZE):
+        raise _OffLoop
+
+
+def size_unknown() -> None:
+    """Inside a write whose size is not known before it runs (deleting a session and all its events, or
+    comparing against a history this process has not read): it never runs on the event loop's thread."""
+    will_write(LOOP_WRITE_ROWS + 1)
 
 
 @dataclass(slots=True)
@@ -95,6 +170,8 @@ class _Job:
     background: bool = False
     state: int = _PENDING
     outcome: Any = _UNSET
+    off_loop: bool = False
+    """Found too large for the event loop's thread (:func:`will_write`): it runs on the writer thread."""
 
 
 class WriteLane:
@@ -118,15 +195,17 @@ class WriteLane:
         # Set while no flush is queued or running, on either thread (event-loop side).
         self._idle = asyncio.Event()
         self._idle.set()
-        # Until when (time.monotonic) commits stay on the writer thread; the busy timeout the connection
-        # was opened with, and whether it is in force (on the loop's thread a lock is never waited for).
-        self._thread_until = 0.0
-        self._loop_commit_seconds = 0.0  # the moving average of the commits on the loop's thread
+        # Commits in a row that were quick (the loop's thread may commit while there are RECOVERY_COMMITS),
+        # and commits on the loop's thread since the writer thread's last (changed by whichever thread commits;
+        # commits never overlap).
+        self._quick = 0
+        self._loop_run = 0
         # The task whose writes commit at once in this loop iteration, and since when (None: none did yet).
         self._slice_task: asyncio.Task[Any] | None = None
         self._slice_started = 0.0
+        # The busy timeout the connection was opened with, and whether the loop's settings are in force.
         self._busy_ms = 0
-        self._waits = True
+        self._loop_settings = False
 
     async def submit(self, work: Work[T], *, background: bool = False) -> T:
         """Queue ``work``; return its result once the transaction holding it has committed.
@@ -144,13 +223,15 @@ class WriteLane:
         if self._thread is None:
             raise StorageError(f"{self._path}: the storage was closed")
         loop = asyncio.get_running_loop()
+        off_loop = False
         if not background and self._idle.is_set() and self._may_commit_here(loop):
-            done = self._commit_now(work)
-            if done is not None:
+            here = _Job(work, cast(asyncio.Future[Any], None))
+            if self._commit_now(here):
                 if time.perf_counter() - self._slice_started >= LOOP_SLICE:
                     await asyncio.sleep(0)  # the loop's other tasks run, as when the commit is queued
-                return cast(T, done[0])
-        job = _Job(work, loop.create_future(), background)
+                return cast(T, here.outcome)
+            off_loop = here.off_loop
+        job = _Job(work, loop.create_future(), background, off_loop=off_loop)
         with self._lock:
             (self._background if background else self._pending).append(job)
         if self._idle.is_set():
@@ -175,9 +256,9 @@ class WriteLane:
 
     def _may_commit_here(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether a write may commit at once, here: the first of this loop iteration, or the same task's next
-        within its slice (other tasks' writes in it are queued, to share the next transaction), with the
-        connection open and the loop's commits quick."""
-        if self._conn is None or time.monotonic() < self._thread_until:
+        within its slice (other tasks' writes in it are queued, to share the next transaction), when the loop
+        may commit at all (:meth:`_loop_allowed`)."""
+        if not self._loop_allowed():
             return False
         task = asyncio.current_task(loop)
         if self._slice_task is None:
@@ -189,20 +270,25 @@ class WriteLane:
     def _next_iteration(self) -> None:
         self._slice_task = None
 
-    def _commit_now(self, work: Work[Any]) -> tuple[Any] | None:
-        """Commit ``work`` alone, now, on the loop's thread: ``(result,)``; or None when it did not commit (a bad
-        write, another process holding the lock): it is then queued as any other, and fails or waits there."""
-        job = _Job(work, cast(asyncio.Future[Any], None))
+    def _loop_allowed(self) -> bool:
+        """Whether the loop's thread may commit now: the connection is open, the last :data:`RECOVERY_COMMITS`
+        commits were quick, and the writer thread committed within the last :data:`LOOP_RUN`."""
+        return self._conn is not None and self._quick >= RECOVERY_COMMITS and self._loop_run < LOOP_RUN
+
+    def _commit_now(self, job: _Job) -> bool:
+        """Commit ``job`` alone, now, on the loop's thread (its outcome kept in it); False when it did not commit
+        (a bad write, another process holding the lock, a write too large for the loop): it is then queued as
+        any other, and fails, waits or runs there."""
         outcomes = self._commit_here([job])
         if outcomes is None:
-            return None
+            return False
         self._report([job], outcomes)
-        return (job.outcome,)
+        return True
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the next flush: on the loop's thread when it may (see the module's docstring), else the writer's."""
         assert self._thread is not None
-        if self._conn is not None and time.monotonic() >= self._thread_until:
+        if self._loop_allowed():
             loop.call_soon(self._flush_on_loop, loop)
         else:
             self._thread.submit(self._flush, loop)
@@ -232,7 +318,7 @@ class WriteLane:
     def _flush_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit the queued jobs here if the lock is free at once; else, or on any error, hand them over."""
         jobs = self._take()
-        if len(jobs) > LOOP_BATCH or any(job.background for job in jobs):
+        if len(jobs) > LOOP_BATCH or any(job.background or job.off_loop for job in jobs):
             assert self._thread is not None
             self._thread.submit(self._flush, loop, jobs)
             return
@@ -249,24 +335,31 @@ class WriteLane:
             self._delivered(jobs, loop)
 
     def _commit_here(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit]] | None:
-        """The jobs in one transaction on the loop's thread, never waiting for the lock; None if anything stopped
-        it (rolled back whole). Timed: when these commits get slow, or the lock is taken, the next ones go to the
-        writer thread for :data:`BACKOFF` seconds."""
+        """The jobs in one transaction on the loop's thread, never waiting for the lock nor checkpointing; None if
+        anything stopped it (rolled back whole), the jobs marked ``off_loop`` if they were too large for it.
+        Timed: a slow commit, or the lock taken, sends the next ones to the writer thread until
+        :data:`RECOVERY_COMMITS` in a row were quick there."""
         assert self._conn is not None
-        self._wait_for_lock(False)
+        self._settings(on_loop=True)
+        _size.start(on_loop=True)
         started = time.perf_counter()
         try:
             with transaction(self._conn, self._path) as conn:
                 outcomes = [job.work(conn) for job in jobs]
+        except _OffLoop:
+            for job in jobs:
+                job.off_loop = True
+            return None
         except DatabaseBusyError:
-            self._thread_until = time.monotonic() + BACKOFF
+            self._quick = 0
             return None
         except Exception:
             return None
-        self._loop_commit_seconds += _SMOOTHING * (time.perf_counter() - started - self._loop_commit_seconds)
-        if self._loop_commit_seconds > LOOP_COMMIT_LIMIT:
-            self._thread_until = time.monotonic() + BACKOFF
-            self._loop_commit_seconds = 0.0  # after the back-off, judged afresh
+        finally:
+            _size.on_loop = False
+        self._loop_run += 1
+        if time.perf_counter() - started > LOOP_COMMIT_LIMIT:
+            self._quick = 0
         return outcomes
 
     # -- on the writer thread -------------------------------------------------------------------
@@ -298,26 +391,42 @@ class WriteLane:
                     job.outcome = exc
             raise
 
-    def _wait_for_lock(self, wait: bool) -> None:
-        """Let the connection wait for another process's lock (its busy timeout), or not at all."""
+    def _settings(self, on_loop: bool) -> None:
+        """On the loop's thread the connection neither waits for another process's lock nor checkpoints the WAL;
+        on the writer thread it does both (its busy timeout, :data:`CHECKPOINT_PAGES`)."""
         assert self._conn is not None
-        if wait != self._waits:
-            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms if wait else 0}")
-            self._waits = wait
+        if on_loop != self._loop_settings:
+            busy, pages = (0, 0) if on_loop else (self._busy_ms, CHECKPOINT_PAGES)
+            self._conn.execute(f"PRAGMA busy_timeout = {busy}")
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
+            self._loop_settings = on_loop
 
     def _commit(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit] | BaseException]:
-        """Run ``jobs`` in one transaction; on failure, each alone so one bad write fails alone."""
+        """Run ``jobs`` in one transaction, timed (:meth:`_judge`); on failure, each alone so one bad write fails
+        alone."""
         try:
             if self._conn is None:
                 self._conn = self._connect()
                 self._busy_ms = int(self._conn.execute("PRAGMA busy_timeout").fetchone()[0])
-            self._wait_for_lock(True)
+                self._loop_settings = True  # neither setting is the writer thread's yet: both are set next
+            self._settings(on_loop=False)
+            _size.start(on_loop=False)
             with transaction(self._conn, self._path) as conn:
-                return [job.work(conn) for job in jobs]
+                started = time.perf_counter()  # the lock is held: waiting for it is not the disk's time
+                outcomes: list[tuple[Any, AfterCommit] | BaseException] = [job.work(conn) for job in jobs]
+            self._judge(jobs, time.perf_counter() - started)
+            return outcomes
         except Exception as exc:
             if len(jobs) > 1:
                 return [self._commit([job])[0] for job in jobs]
             return [from_sqlite(exc, self._path) if isinstance(exc, sqlite3.Error) else exc]
+
+    def _judge(self, jobs: Sequence[_Job], seconds: float) -> None:
+        """Count a commit on the writer thread: quick ones in a row let the loop's thread commit again. Only a
+        transaction the loop could have taken is evidence (a large one is slow for its size, not the disk's)."""
+        self._loop_run = 0
+        if len(jobs) <= LOOP_BATCH and _size.small and not any(job.background for job in jobs):
+            self._quick = self._quick + 1 if seconds <= LOOP_COMMIT_LIMIT else 0
 
     def _close_connection(self) -> None:
         conn, self._conn = self._conn, None

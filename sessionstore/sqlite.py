@@ -36,10 +36,21 @@ from typing import Any, TypeVar
 
 from . import queries, records
 from .codec import Codec, JsonCodec, decode_all, describe_row
-from .database import BUSY_TIMEOUT, SYNCHRONOUS, Synchronous, connect, prepare, transaction, truncate_wal
+from .database import (
+    BUSY_TIMEOUT,
+    SCRUB_WAIT,
+    SYNCHRONOUS,
+    Synchronous,
+    connect,
+    deleted_mark,
+    mark_deleted,
+    prepare,
+    scrub_log,
+    transaction,
+)
 from .errors import SessionHeldError, StorageError, from_sqlite
 from .holds import Holds, holder
-from .lane import Work, WriteLane
+from .lane import Work, WriteLane, size_unknown, will_write
 from .storage import (
     UPDATED_AT_SLACK,
     ContextLike,
@@ -69,6 +80,10 @@ INDEX_EVERY = 256
 events since it last did, within ``INDEX_IDLE`` seconds of its writes, and when it closes: appends commit without
 indexing (revision 0005), and search reads the few events not yet indexed directly."""
 INDEX_IDLE = 1.0
+SCRUB_RETRY = 0.5
+"""Seconds between two tries, in the background, to finish removing deleted text that another process's older
+snapshot held in the file (:func:`database.scrub_log`): it is gone within this long of that process letting go.
+A try that finds the snapshot still held costs a connection and a lock taken and given back at once."""
 
 
 def _held_error(sid: str, marked: str | None) -> SessionHeldError:
@@ -85,6 +100,13 @@ def _history_and_size(conn: sqlite3.Connection, sid: str) -> tuple[int, int, lis
         return None
     row_id, revision, rows = found
     return row_id, revision, rows, sum(len(payload) for _, payload in rows)
+
+
+def _close_readers(readers: ThreadPoolExecutor | None, opened: list[sqlite3.Connection]) -> None:
+    if readers is not None:
+        readers.shutdown()
+    for conn in opened:
+        conn.close()
 
 
 @dataclass(slots=True)
@@ -178,6 +200,9 @@ class SQLiteStorage:
         # The sessions this storage holds (a registry has them live): their locks, and what their marks say.
         self._holds = Holds(self.path)
         self._holder = holder()
+        # Finishing the removal of deleted text in the background (see _scrub), and the storage closing.
+        self._scrubbing: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({str(self.path)!r}, synchronous={self.synchronous!r})"
@@ -209,6 +234,7 @@ class SQLiteStorage:
             self._loop = loop
             self._lane = None
             self._indexing, self._index_timer = None, None
+            self._scrubbing = None
         async with self._opening:
             if self._lane is None:
                 # Creates the file (0600, in private folders) if needed, brings it to the
@@ -217,19 +243,23 @@ class SQLiteStorage:
                 # first read of 10,000 events on a thread just started took 2 ms more).
                 readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="sessionstore-reader")
                 try:
-                    trailing = await loop.run_in_executor(readers, self._prepare)
+                    trailing, mark = await loop.run_in_executor(readers, self._prepare)
                 except BaseException:
                     readers.shutdown(wait=False)
                     raise
                 self._readers = readers
                 self._lane = WriteLane(self.path, self._connection, self._cache_lock)
+                self._closing = asyncio.Event()
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.path}")
                 if trailing:  # left behind by a writer that stopped without closing
                     self._start_indexing()
+                if mark:  # deleted text another process's snapshot held when this or another storage deleted it
+                    self._start_scrubbing()
             return self._lane
 
-    def _prepare(self) -> bool:
-        """Bring the file to head and open the first reader; whether the full-text index trails the events."""
+    def _prepare(self) -> tuple[bool, int]:
+        """Bring the file to head and open the first reader; whether the full-text index trails the events, and
+        the file's mark of deleted text left in it (:func:`database.mark_deleted`)."""
         prepare(
             self.path,
             auto_upgrade=self.auto_upgrade,
@@ -239,7 +269,7 @@ class SQLiteStorage:
         self._clear_dead_holders()
         reader = self._reader()
         self._idle_readers.put(reader)
-        return reader.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0] is not None
+        return reader.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0] is not None, deleted_mark(reader)
 
     def _clear_dead_holders(self) -> None:
         """Clear the marks of holders whose locks are gone (processes that ended without letting go)."""
@@ -287,6 +317,9 @@ class SQLiteStorage:
 
     async def _dispose(self) -> None:
         lane, readers = self._lane, self._readers
+        if self._scrubbing is not None:
+            self._closing.set()  # its last try, waiting SCRUB_WAIT for another process to let go
+            await asyncio.wait([self._scrubbing])
         if lane is not None:
             if self._indexing is not None:
                 await asyncio.wait([self._indexing])
@@ -310,12 +343,10 @@ class SQLiteStorage:
         with self._cache_lock:
             self._cache.clear()
             self._cached_bytes = 0
-        if readers is not None:
-            await asyncio.get_running_loop().run_in_executor(None, readers.shutdown)
         opened, self._all_readers = self._all_readers, []
         self._idle_readers = queue.SimpleQueue()
-        for conn in opened:
-            conn.close()
+        # Off the loop's thread: the last connection to close checkpoints the WAL into the file (fsyncs).
+        await asyncio.get_running_loop().run_in_executor(None, _close_readers, readers, opened)
 
     # -- running work --------------------------------------------------------------------
 
@@ -364,14 +395,15 @@ class SQLiteStorage:
     async def _index(self) -> None:
         from .admin import index_new_events  # the maintenance module: not loaded by `import sessionstore`
 
-        def work(conn: sqlite3.Connection) -> tuple[bool, None]:
-            return index_new_events(conn), None
+        def work(conn: sqlite3.Connection) -> tuple[tuple[bool, int], None]:
+            return (index_new_events(conn), deleted_mark(conn)), None
 
         before, self._indexed_events = self._indexed_events, self._written_events
         try:
             # A batch per transaction, in the background: the storage's other writes go first.
-            while await self._submit(work, background=True):
-                pass
+            more, mark = True, 0
+            while more:
+                more, mark = await self._submit(work, background=True)
         except StorageError:
             # The events are committed whatever happens here, and search reads those not indexed: a later
             # write tries again.
@@ -379,7 +411,56 @@ class SQLiteStorage:
             return
         finally:
             self._indexing = None
+        if mark:  # another process deleted while one held an older snapshot: finish it here when it lets go
+            self._start_scrubbing()
         self._written()  # what was written meanwhile
+
+    # -- deleted means gone ------------------------------------------------------------------
+
+    async def _merge_index(self) -> None:
+        """Merge the full-text index's segments until the deleted events' words are gone from them: a step per
+        transaction, in the background, interleaved with the lane's other writes (see admin.forget_deleted)."""
+
+        def merge(conn: sqlite3.Connection) -> tuple[bool, None]:
+            before = conn.total_changes
+            conn.execute(queries.MERGE_INDEX)
+            return conn.total_changes - before > 1, None
+
+        while await self._submit(merge, background=True):
+            pass
+
+    async def _forget_deleted(self, mark: int) -> None:
+        """After a delete that set ``mark``: merge the index and empty the write-ahead log (waiting
+        ``SCRUB_WAIT`` at most for another process's older snapshot); if that process still holds it, finish
+        in the background once it lets go."""
+        await self._merge_index()
+        if not await asyncio.to_thread(scrub_log, self.path, mark):
+            self._start_scrubbing()
+
+    def _start_scrubbing(self) -> None:
+        if self._scrubbing is None and self._loop is not None and not self._closing.is_set():
+            self._scrubbing = self._loop.create_task(self._scrub())
+
+    async def _scrub(self) -> None:
+        """Finish removing deleted text from the file once no other process holds an older snapshot: every
+        ``SCRUB_RETRY`` seconds, until the file's mark is clear; when the storage closes, one last try that waits
+        ``SCRUB_WAIT`` (if that fails too, the next storage to open the file carries on)."""
+        merged = 0
+        try:
+            while mark := await self._read(deleted_mark):
+                if mark != merged:  # a delete since the last merge (this storage's, or another process's)
+                    await self._merge_index()
+                    merged = mark
+                if self._closing.is_set():
+                    await asyncio.to_thread(scrub_log, self.path, mark, SCRUB_WAIT)
+                    return
+                if not await asyncio.to_thread(scrub_log, self.path, mark, 0.0):
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closing.wait(), SCRUB_RETRY)
+        except StorageError:
+            return  # the file's mark stays: the next storage to open it tries again
+        finally:
+            self._scrubbing = None
 
     # -- inside a write transaction -------------------------------------------------------
 
@@ -450,6 +531,7 @@ class SQLiteStorage:
         item = event if codec.frozen_events else (type_name, payload)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
+            will_write(1, len(payload))
             now = datetime.now(UTC)
             stamp = utc_text(now)
             row_id, revision = self._ensure_session(conn, stream_id, parent, now, stamp)
@@ -506,6 +588,8 @@ class SQLiteStorage:
             row_id, revision = self._ensure_session(conn, stream_id, parent, now_dt, now)
             self._refuse_held(conn, row_id, sid)
             cached = self._cached(sid, row_id, revision)
+            if cached is None and revision:
+                size_unknown()  # the stored history is read first (revision 0: it has never had an event)
             keep = 0
             # The file's (type, payload) rows, when this process's cache cannot stand for them.
             stored: list[tuple[str, str]] | None = None if cached is not None else records.stored_events(conn, row_id)
@@ -538,6 +622,7 @@ class SQLiteStorage:
             else:  # the cache knows its size, not each row's: the kept rows' share of it
                 assert cached is not None
                 kept_size = cached.size * keep // stored_count if stored_count else 0
+            will_write(stored_count - keep + len(new) - keep)
             changes = 0
             if keep < stored_count:
                 deleted = conn.execute(queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep})
@@ -549,6 +634,7 @@ class SQLiteStorage:
                     description = describe_row(codec, new[position])
                 else:
                     (type_name, payload), description = encoded[position], described[position]
+                will_write(0, len(payload))
                 rows.append(
                     {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": now}
                     | description
@@ -571,10 +657,17 @@ class SQLiteStorage:
 
     async def drop_history(self, stream_id: StreamId) -> None:
         """Delete the session, its subagents and all their events, unrecoverably, from the file, its index and its
-        log."""
+        log.
+
+        Returns once the deletion is committed and, unless another process holds an older snapshot of the file
+        (a ``sqlite3`` shell inside a transaction, a backup, a replicator), the deleted text is gone; if one
+        does, after :data:`database.SCRUB_WAIT` at most, and the storage removes the text in the background as
+        soon as that process lets go (when it closes, or the next storage to open the file, at the latest).
+        """
         sid = session_id_of(stream_id)
 
-        def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
+        def work(conn: sqlite3.Connection) -> tuple[int, Callable[[], None]]:
+            size_unknown()  # every event of the session, overwritten
             found = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
             if found is not None:
                 self._refuse_held(conn, int(found[0]), sid)
@@ -585,29 +678,18 @@ class SQLiteStorage:
                 if found is not None:
                     self._holds.release(int(found[0]))  # a hold of its own goes with it
 
-            return None, after_commit
+            return mark_deleted(conn), after_commit
 
-        await self._submit(work)
-        await self._forget_deleted()
-
-    async def _forget_deleted(self) -> None:
-        # Deleted means gone (see admin.forget_deleted): the index's segments merged a step per transaction,
-        # interleaved with the other writes of the lane, then the write-ahead log emptied.
-        def merge(conn: sqlite3.Connection) -> tuple[bool, None]:
-            before = conn.total_changes
-            conn.execute(queries.MERGE_INDEX)
-            return conn.total_changes - before > 1, None
-
-        while await self._submit(merge, background=True):
-            pass
-        await asyncio.to_thread(truncate_wal, self.path, self.busy_timeout)
+        await self._forget_deleted(await self._submit(work))
 
     # -- SessionCatalog -----------------------------------------------------------------------
 
     async def save_session(self, record: SessionRecord) -> None:
         params = record_row(record)
+        size = sum(len(value) for value in params.values() if isinstance(value, str))
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            will_write(1, size)
             conn.execute(queries.UPSERT_SESSION, params).fetchall()
             return None, None
 
@@ -624,6 +706,7 @@ class SQLiteStorage:
         }
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            will_write(1)
             conn.execute(queries.TOUCH_SESSION, params)
             return None, None
 
@@ -633,6 +716,7 @@ class SQLiteStorage:
         params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
 
         def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            will_write(1, len(params["title"] or ""))
             conn.execute(queries.SET_TITLE, params)
             return None, None
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, TypeAlias, cast
 
 from . import pgdatabase, queries, records, scratch
-from .admin import forget_deleted, in_batches, index_new_events, writable
+from .admin import forget_deleted, in_batches, index_new_events, note_deleted, writable
 from .codec import ROLES, is_text_path, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
@@ -607,6 +607,7 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
     if outcome == "replaced":
         # Replaced with the file's copy: its subagents too (those the file has come after it, and are added again).
         conn.execute(queries.DELETE_SESSION, {"sid": item.row[0]})
+        note_deleted(conn)
     parent = _parent_row(conn, item)
     row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]
     if parent is not None:

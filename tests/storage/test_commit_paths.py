@@ -2,8 +2,10 @@
 
 The loop's thread saves the hop to the writer thread and back; it must never
 cost the agent's other tasks their responsiveness. So the loop never waits for
-another process's lock (the batch goes to the writer thread at once), and a
-slow commit sends the next ones to the writer thread for a while.
+another process's lock (the batch goes to the writer thread at once), never
+takes a large write, never checkpoints, and a slow commit sends the next ones
+to the writer thread until commits there have been quick again
+(``tests/reliability/test_slow_disk.py`` does it with a real slow fsync).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from uuid import uuid4
@@ -20,6 +22,7 @@ from uuid import uuid4
 import pytest
 
 from sessionstore import EventContext, SQLiteStorage, UserMessage, lane
+from sessionstore import sqlite as sqlite_storage
 
 
 @pytest.fixture
@@ -37,7 +40,13 @@ def committers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(lane, "transaction", recorded)
     # No commit counts as slow unless a test says so: on a loaded machine an fsync can take longer than the limit.
     monkeypatch.setattr(lane, "LOOP_COMMIT_LIMIT", 60.0)
+    # The first commit (the writer thread's, which opens the connection) is evidence enough, unless a test says
+    # otherwise.
+    monkeypatch.setattr(lane, "RECOVERY_COMMITS", 1)
     return names
+
+
+WRITER, LOOP = "sessionstore-writer_0", threading.current_thread().name
 
 
 async def test_an_idle_lane_commits_on_the_loops_thread_and_batches_what_one_iteration_queued(
@@ -96,19 +105,124 @@ async def test_the_loop_never_waits_for_another_process_lock(tmp_path: Path, com
     assert committers[-1].startswith("sessionstore-writer")
 
 
-async def test_a_slow_commit_sends_the_next_ones_to_the_writer_thread(
+async def test_a_slow_commit_keeps_the_loop_off_the_disk_until_commits_are_quick_again(
     tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lane, "LOOP_COMMIT_LIMIT", 0.0)  # every commit counts as slow
-    monkeypatch.setattr(lane, "BACKOFF", 60.0)
+    """Measured, not a timer: the loop's thread commits only after RECOVERY_COMMITS quick commits in a row on the
+    writer thread, at first and after one of its own was slow; while commits stay slow it never commits again,
+    however long that lasts."""
+    monkeypatch.setattr(lane, "RECOVERY_COMMITS", 4)
+    monkeypatch.setattr(sqlite_storage, "INDEX_IDLE", 60.0)  # no indexing in between: each commit is a write
     stream = EventContext.for_stream(uuid4())
+
     async with SQLiteStorage(tmp_path / "agent.db") as storage:
-        for n in range(4):
-            await storage.save_event(UserMessage(f"message {n}"), stream)
-    loop_thread = threading.current_thread().name
-    # The first opens the connection (writer thread), the second commits on the loop and is slow, the rest wait.
-    assert committers[1] == loop_thread
-    assert all(name.startswith("sessionstore-writer") for name in committers[2:4])
+
+        async def write(count: int) -> None:
+            for n in range(count):
+                await storage.save_event(UserMessage(f"message {n}"), stream)
+
+        await write(5)
+        # The first opens the connection; it and the next three, quick, are the evidence.
+        assert committers == [WRITER] * 4 + [LOOP]
+        monkeypatch.setattr(lane, "LOOP_COMMIT_LIMIT", 0.0)  # every commit is slow from now on
+        await write(1)  # on the loop: it proves slow
+        await asyncio.sleep(1.2)  # longer than the back-off a timer set before (1 s): no commit measured quick
+        await write(6)
+        assert committers[5:] == [LOOP] + [WRITER] * 6
+        monkeypatch.setattr(lane, "LOOP_COMMIT_LIMIT", 60.0)  # quick again
+        await write(6)
+        assert committers[12:] == [WRITER] * 4 + [LOOP] * 2
+        assert len(await storage.get_history(stream.stream.id)) == 18
+
+
+async def test_another_process_lock_counts_against_the_loop_too(tmp_path: Path, committers: list[str]) -> None:
+    """After a write found the lock taken, the loop commits again only once a commit on the writer thread was
+    quick (RECOVERY_COMMITS is 1 here)."""
+    path = tmp_path / "agent.db"
+    stream = EventContext.for_stream(uuid4())
+    async with SQLiteStorage(path) as storage:
+        await storage.save_event(UserMessage("opens the connection"), stream)
+        await storage.save_event(UserMessage("on the loop"), stream)
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        asyncio.get_running_loop().call_later(0.2, holder.rollback)
+        await storage.save_event(UserMessage("waits for the lock, on the writer thread"), stream)
+        holder.close()
+        await storage.save_event(UserMessage("the loop again: the last commit was quick"), stream)
+    assert committers[:4] == [WRITER, LOOP, WRITER, LOOP]
+
+
+async def test_a_write_too_large_for_the_loop_runs_on_the_writer_thread(
+    tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More rows than LOOP_WRITE_ROWS, more text than LOOP_WRITE_SIZE, a deletion of a whole session, or a history
+    the cache does not stand for: never on the loop's thread, and whole and correct all the same."""
+    monkeypatch.setattr(sqlite_storage, "INDEX_IDLE", 60.0)  # no indexing in between: each commit is a write
+    path = tmp_path / "agent.db"
+    stream = EventContext.for_stream(uuid4())
+    others = [EventContext.for_stream(uuid4()) for _ in range(3)]
+
+    async def on(thread: str, write: Awaitable[None]) -> None:
+        before = len(committers)
+        await write
+        assert committers[before:] == [thread] * max(1, len(committers) - before)  # a deletion merges the index too
+
+    async with SQLiteStorage(path) as storage:
+        await on(WRITER, storage.save_event(UserMessage("opens the connection"), stream))
+        await on(LOOP, storage.save_event(UserMessage("small"), stream))
+        await on(WRITER, storage.save_event(UserMessage("x" * (lane.LOOP_WRITE_SIZE + 1)), stream))
+        await on(LOOP, storage.save_event(UserMessage("x" * (lane.LOOP_WRITE_SIZE - 100)), stream))
+        history = await storage.get_history(stream.stream.id)
+        rows = [UserMessage(f"row {n}") for n in range(lane.LOOP_WRITE_ROWS + 1)]
+        await on(WRITER, storage.set_history(stream.stream.id, [*history, *rows]))
+        history = await storage.get_history(stream.stream.id)
+        await on(LOOP, storage.set_history(stream.stream.id, history[:-3]))  # a few rows deleted
+        await on(LOOP, storage.set_history(stream.stream.id, history))  # and written again
+        await on(WRITER, storage.set_history(stream.stream.id, history[:2]))  # many deleted
+        for context in others:
+            await on(LOOP, storage.save_event(UserMessage("hello"), context))
+        # The writes of one loop iteration are weighed together: the first commits at once, the next two (each
+        # small enough alone) share a transaction too large for the loop.
+        before = len(committers)
+        half = "y" * (lane.LOOP_WRITE_SIZE // 2 + 1)
+        await asyncio.gather(
+            *(storage.save_event(UserMessage(text), c) for text, c in zip(["a", half, half], others, strict=True))
+        )
+        assert committers[before:] == [LOOP, WRITER]
+        await on(WRITER, storage.drop_history(others[0].stream.id))  # every event of a session
+        assert await storage.get_history(stream.stream.id) == history[:2]
+    async with SQLiteStorage(path) as storage:  # a new cache: the histories on file are not known to it
+        await on(WRITER, storage.save_event(UserMessage("opens the connection"), others[1]))
+        await on(WRITER, storage.set_history(others[2].stream.id, [UserMessage("replaced")]))
+        await on(LOOP, storage.set_history(uuid4(), [UserMessage("a new session's history")]))
+        assert [len(await storage.get_history(c.stream.id)) for c in others] == [0, 3, 1]
+
+
+async def test_the_loop_never_checkpoints_the_wal(
+    tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite checkpoints in the commit that finds the WAL past 1,000 pages: megabytes copied into the file and two
+    fsyncs. Never on the loop's thread: on the writer thread's next commit, which comes after LOOP_RUN on the loop
+    at the latest (indexing usually brings one sooner; not here)."""
+    monkeypatch.setattr(sqlite_storage, "INDEX_EVERY", 10**6)
+    monkeypatch.setattr(sqlite_storage, "INDEX_IDLE", 60.0)
+    run = 600
+    monkeypatch.setattr(lane, "LOOP_RUN", run)
+    path = tmp_path / "agent.db"
+    wal = Path(f"{path}-wal")
+    stream = EventContext.for_stream(uuid4())
+    async with SQLiteStorage(path) as storage:
+        await storage.save_event(UserMessage("opens the connection"), stream)
+        size = path.stat().st_size
+        for n in range(run):
+            await storage.save_event(UserMessage(f"{n} " + "z" * 1500), stream)
+        assert committers[1:] == [LOOP] * run
+        assert wal.stat().st_size > 1000 * (4096 + 24)  # past SQLite's checkpoint threshold...
+        assert path.stat().st_size == size  # ...and nothing copied into the file
+        await storage.save_event(UserMessage("one more: on the writer thread, which checkpoints"), stream)
+        assert committers[-1] == WRITER
+        assert path.stat().st_size > size
+        assert len(await storage.get_history(stream.stream.id)) == run + 2
 
 
 async def test_a_sequential_writer_yields_to_the_loop_once_per_slice(
