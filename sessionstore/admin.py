@@ -40,7 +40,7 @@ from .database import (
     scrub_log,
     transaction,
 )
-from .errors import NotADatabaseError, NotOnPostgreSQLError, SchemaError, UsageError, from_sqlite
+from .errors import NotADatabaseError, NotOnPostgreSQLError, SchemaError, SessionHeldError, UsageError, from_sqlite
 from .storage import SessionRecord, storable_text, utc_text
 
 __all__ = [
@@ -302,6 +302,7 @@ def delete_sessions(db: str | Path, prefixes: Sequence[str]) -> list[tuple[str, 
     """
     with writable(db) as conn:
         ids = records.resolve_all(conn, prefixes)
+        refuse_held(conn, db, ids, "deleted")
         deleted = list(in_batches(conn, Path(db), ids, _delete))
         forget_deleted(conn, Path(db))
         return deleted
@@ -324,8 +325,24 @@ def parse_age(text: str) -> timedelta:
         ) from None
 
 
-# A subagent goes with its session, never on its own.
-_PRUNABLE = f"{queries.TOP_LEVEL} AND released = TRUE AND updated_at < :cutoff"
+def refuse_held(conn: sqlite3.Connection, db: str | Path, ids: Sequence[str], what: str) -> None:
+    """:class:`SessionHeldError` if a live process holds one of the sessions (or the session it is a subagent of):
+    only that process may write it. Asked before anything is written, so a refused command writes nothing."""
+    holders = records.live_holders(conn, db)
+    if not holders:
+        return
+    for sid in ids:
+        held = sid if sid in holders else records.parent_of(conn, sid)
+        if held is not None and held in holders:
+            whose = "" if held == sid else f" (a subagent of {held})"
+            raise SessionHeldError(
+                f"session {sid}{whose} is held by {holders[held]}: close it there (or end that process) first;"
+                f" nothing was {what}"
+            )
+
+
+# A subagent goes with its session, never on its own; a session a live process holds is never a candidate.
+_PRUNABLE = f"{queries.TOP_LEVEL} AND updated_at < :cutoff"
 
 
 @pgdatabase.either
@@ -336,9 +353,11 @@ def prune(
     dry_run: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[SessionRecord]:
-    """``sessionstore prune``: released sessions not updated for ``older_than``; deleted unless ``dry_run``.
+    """``sessionstore prune``: sessions not updated for ``older_than`` that no live process holds; deleted unless
+    ``dry_run``.
 
-    A session still held by a registry (not released) is never pruned, however old. Whole sessions
+    A session a live process holds (a registry has it live) is never pruned, however old; one that no process holds
+    is, whether a registry let it go (released) or it was written without one, or its process ended. Whole sessions
     go in short transactions (:func:`in_batches`), so an agent writing meanwhile is never starved. Subagents
     are not candidates of their own: each goes with its session (whose ``updated_at`` is what is judged).
     """
@@ -349,9 +368,12 @@ def prune(
     if dry_run:
         with records.reading(db) as conn:
             current = records.is_current(conn)
-            return list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff, current=current))
+            held = records.live_holders(conn, db)
+            found = records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff, current=current)
+            return [r for r in found if r.session_id not in held]
     with writable(db) as conn:
-        doomed = list(records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff))
+        held = records.live_holders(conn, db)
+        doomed = [r for r in records.iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff) if r.session_id not in held]
         for done, _ in enumerate(in_batches(conn, Path(db), [r.session_id for r in doomed], _delete), 1):
             if progress is not None:
                 progress(done, len(doomed))

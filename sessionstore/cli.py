@@ -187,10 +187,11 @@ class _Lines:
         self.gapped = True
 
 
-def print_transcript(stored: records.StoredSession, *, everything: bool = False) -> None:
+def print_transcript(stored: records.StoredSession, held: dict[str, str], *, everything: bool = False) -> None:
     """A session's header and transcript, with each subagent's transcript nested where it started."""
     summary = stored.record
-    state = "released" if summary.released else "held by a registry (or its process ended without letting go)"
+    who = held.get(summary.session_id)
+    state = f"held by {who}" if who else "released" if summary.released else "not held (no live process has it)"
     if summary.parent_id is not None:
         state = "a subagent: kept and deleted with its session"
     out = _Lines()
@@ -249,7 +250,7 @@ def _print_subagent(out: _Lines, stored: records.StoredSession, everything: bool
 # -- commands -----------------------------------------------------------------------------------------
 
 
-def _record_json(record: SessionRecord) -> dict[str, Any]:
+def _record_json(record: SessionRecord, held: dict[str, str]) -> dict[str, Any]:
     return {
         "session_id": record.session_id,
         "title": record.title,
@@ -261,27 +262,29 @@ def _record_json(record: SessionRecord) -> dict[str, Any]:
         "created_at": record.created_at.isoformat(),
         "updated_at": record.updated_at.isoformat(),
         "released": record.released,
+        "held_by": held.get(record.session_id),
         "parent_id": record.parent_id,
         "events": record.events,
     }
 
 
-def _session_json(stored: records.StoredSession) -> dict[str, Any]:
+def _session_json(stored: records.StoredSession, held: dict[str, str]) -> dict[str, Any]:
     """``show --json``: the session, its events, and its subagents in the same shape, oldest first."""
     return {
-        "session": _record_json(stored.record),
+        "session": _record_json(stored.record, held),
         "events": [e.to_json() for e in stored.events],
-        "subagents": [_session_json(subagent) for subagent in stored.subagents],
+        "subagents": [_session_json(subagent, held) for subagent in stored.subagents],
     }
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     sessions = records.list_sessions(args.db, cwd=args.cwd, limit=args.limit)
     if args.json:
+        held = records.held_now(args.db)
         # Streamed, one session at a time: listing every session never holds them all.
         separator = "[\n  "
         for record in sessions:
-            sys.stdout.write(separator + _json_text(_record_json(record)))
+            sys.stdout.write(separator + _json_text(_record_json(record, held)))
             separator = ",\n  "
         sys.stdout.write("[]\n" if separator.startswith("[") else "\n]\n")
         return 0
@@ -298,10 +301,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     stored = records.read_session(args.db, args.id)
+    held = records.held_now(args.db)
     if args.json:
-        _print_json(_session_json(stored))
+        _print_json(_session_json(stored, held))
     else:
-        print_transcript(stored, everything=args.all)
+        print_transcript(stored, held, everything=args.all)
     return 0
 
 
@@ -365,9 +369,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     finally:
         progress.finish()
     verb = "deleted" if args.yes else "would delete"
-    noun = f"{len(doomed)} released session{'s' * (len(doomed) != 1)}"
+    noun = f"{len(doomed)} session{'s' * (len(doomed) != 1)}"
     if not doomed:
-        print(f"nothing to prune: no released session older than {args.older_than_text}")
+        print(f"nothing to prune: no session older than {args.older_than_text} that no live process holds")
         return 0
     print(f"{verb} {noun} not updated for {args.older_than_text}:")
     for s in doomed:
@@ -589,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("delete", cmd_delete, "delete sessions, their events and their subagents")
     p.add_argument("ids", nargs="+", metavar="ID", help="session ids or unique prefixes")
 
-    p = command("prune", cmd_prune, "delete released sessions not updated for a while")
+    p = command("prune", cmd_prune, "delete sessions not updated for a while that no live process holds")
     p.add_argument("--older-than", required=True, type=_age, metavar="AGE", help="e.g. 30d, 12h, 2w (s, m, h, d, w)")
     p.add_argument("--yes", action="store_true", help="delete (without it, only show what would go)")
 

@@ -16,7 +16,6 @@ the lock alone says whether that holder still lives.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import socket
 import struct
@@ -25,14 +24,32 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["BASE", "SUPPORTED", "Holds", "holder"]
+from .errors import SessionHeldError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no fcntl, and so no locks other processes see (see SUPPORTED)
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["BASE", "PG_LOCK_CLASS", "SUPPORTED", "Holds", "held_error", "holder", "pg_lock_key"]
 
 BASE = 1 << 50
 """Byte offset of session id 0's lock: beyond any real file, and beyond SQLite's own lock bytes (1 GiB + 512)."""
 
 _SPAN = 1 << 50  # ids wrap here (never reached: ids are allocated one by one)
 
-SUPPORTED = hasattr(fcntl, "F_OFD_SETLK")
+PG_LOCK_CLASS = 0x5E55_0007
+"""On PostgreSQL a hold is the advisory lock ``(PG_LOCK_CLASS, pg_lock_key(id))`` on the holder's connection: it dies
+with the connection, whichever host that is on, and ``pg_locks`` shows it (the first of its two keys, a constant of
+sessionstore's, keeps it apart from other applications' advisory locks)."""
+
+
+def pg_lock_key(session: int) -> int:
+    """The second key of a session's advisory lock (int4; ids wrap at 2**31, never reached in practice)."""
+    return session % (1 << 31)
+
+
+SUPPORTED = fcntl is not None and hasattr(fcntl, "F_OFD_SETLK")
 """Open-file-description locks exist here (Linux). Elsewhere a hold is this storage's own bookkeeping only."""
 
 # struct flock: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid (native alignment).
@@ -54,8 +71,12 @@ class Holds:
 
     def _descriptor(self) -> int:
         if self._fd is None:
-            # Writable because a write lock needs it; nothing is ever written through it.
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+            # Writable because a write lock needs it; nothing is ever written through it. A file this process may
+            # only read can still be asked who holds what.
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+            except PermissionError:
+                self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
         return self._fd
 
     @property
@@ -114,6 +135,12 @@ def holder() -> str:
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
     since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}) since {since} UTC"
+
+
+def held_error(sid: str, marked: str | None) -> SessionHeldError:
+    """The one message for a session another storage holds, naming the holder as its mark says."""
+    who = marked or "another storage of this database (it has not marked who yet)"
+    return SessionHeldError(f"session {sid} is held by {who}: only its holder may write it until it lets it go")
 
 
 def _offset(session: int) -> int:

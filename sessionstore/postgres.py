@@ -40,6 +40,7 @@ from . import pgdatabase, queries
 from .codec import Codec, JsonCodec, describe_row
 from .database import BUSY_TIMEOUT
 from .errors import StorageError
+from .holds import PG_LOCK_CLASS, held_error, holder, pg_lock_key
 from .records import record_of
 from .storage import (
     UPDATED_AT_SLACK,
@@ -67,6 +68,26 @@ T = TypeVar("T")
 
 # The session's row, locked until the transaction ends: its writers take turns.
 LOCK_SESSION = queries.FIND_SESSION + " FOR UPDATE"
+
+# Holds (revision 0007), on the storage's holds connection (asyncpg's $n parameters).
+_FIND_ID = "SELECT id FROM sessions WHERE session_id = $1"
+_NEW_BARE_SESSION = (
+    "INSERT INTO sessions (session_id, parent, cwd, additional_directories, mcp_servers, meta, title, created_at,"
+    " updated_at, released, revision) VALUES ($1, NULL, '.', '[]', '[]', '{}', NULL, $2, $2, FALSE, 0)"
+    " ON CONFLICT (session_id) DO NOTHING"
+)
+_HELD_BY = "SELECT held_by FROM sessions WHERE id = $1"
+_MARK_HELD = "UPDATE sessions SET held_by = $1 WHERE id = $2"
+_UNMARK_HELD = "UPDATE sessions SET held_by = NULL WHERE id = $1 AND held_by = $2"
+_UNMARK_ALL = "UPDATE sessions SET held_by = NULL WHERE id = ANY($1::bigint[]) AND held_by = $2"
+_CLEAR_DEAD_HOLDERS = (
+    "UPDATE sessions SET held_by = NULL WHERE held_by IS NOT NULL AND NOT EXISTS (SELECT FROM pg_locks"
+    " WHERE locktype = 'advisory' AND classid = $1::oid AND objid = (sessions.id % 2147483648)::oid AND objsubid = 2)"
+)
+_HELD_BY_ANOTHER = (
+    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND classid = CAST(:class AS oid)"
+    " AND objid = CAST(:key AS oid) AND objsubid = 2 AND pid <> :mine)"
+)
 # A bare row for a session written before it was saved (or a subagent's stream); another writer may have made it
 # meanwhile. (released is a boolean here: PostgreSQL has no integer-to-boolean assignment.)
 NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").replace(
@@ -84,7 +105,7 @@ NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").repl
 # nothing is made and the long way says why.
 APPEND_ONE = """
 WITH locked AS (
-    SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 FOR UPDATE
+    SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 AND NOT ({HELD}) FOR UPDATE
 ), made AS (
     INSERT INTO sessions (session_id, parent, cwd, additional_directories, mcp_servers, meta, title,
                           created_at, updated_at, released, revision)
@@ -118,7 +139,7 @@ WITH input AS (
         AS i(sid, type, payload, role, text, text_path, parent)
 ), locked AS (
     SELECT id, session_id, updated_at, xmin::text AS version FROM sessions
-    WHERE session_id = ANY($1::text[]) ORDER BY id FOR UPDATE SKIP LOCKED
+    WHERE session_id = ANY($1::text[]) AND NOT ({HELD}) ORDER BY id FOR UPDATE SKIP LOCKED
 ), made AS (
     INSERT INTO sessions (session_id, parent, cwd, additional_directories, mcp_servers, meta, title,
                           created_at, updated_at, released, revision)
@@ -144,6 +165,16 @@ WITH input AS (
 )
 SELECT target.session_id FROM appended JOIN target ON target.id = appended.session
 """
+
+# Whether another connection holds a session (``sessions`` in scope): its advisory lock (holds.PG_LOCK_CLASS,
+# $10) taken by a backend other than this storage's holds connection ($11). A session held elsewhere is not
+# appended to by the one-statement appends: it goes the long way, which refuses it (SessionHeldError).
+HELD_ELSEWHERE = (
+    "EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND classid = $10::oid"
+    " AND objid = (sessions.id % 2147483648)::oid AND objsubid = 2 AND pid <> $11)"
+)
+APPEND_ONE = APPEND_ONE.replace("{HELD}", HELD_ELSEWHERE)
+APPEND_MANY = APPEND_MANY.replace("{HELD}", HELD_ELSEWHERE)
 
 _BATCH = 64  # events in one APPEND_MANY at most
 
@@ -172,6 +203,12 @@ class _Appenders:
         # Batches waiting for a connection, oldest first: session id -> (values, the caller's future).
         self._pending: list[dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]] = []
         self._runners: set[asyncio.Task[None]] = set()
+        # The backend of the storage's holds connection: its advisory locks are this storage's own holds.
+        self.holder_pid = 0
+
+    def connect(self) -> Awaitable[Any]:
+        """A new connection of the same kind (the storage's holds connection is one)."""
+        return self._connect()
 
     async def append(self, sid: str, values: tuple[Any, ...]) -> bool:
         """Append ``(type, payload, role, text, text_path, parent)`` to session ``sid``; False: do it the long
@@ -180,7 +217,8 @@ class _Appenders:
             conn = await self.acquire()  # free: no wait
             try:
                 now = _now()
-                return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values) is not None
+                guard = (PG_LOCK_CLASS, self.holder_pid)
+                return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values, *guard) is not None
             finally:
                 self.release(conn)
         batch = self._pending[-1] if self._pending else None
@@ -206,8 +244,10 @@ class _Appenders:
         try:
             now = _now()
             columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
+            guard = (PG_LOCK_CLASS, self.holder_pid)
             found = {
-                row[0] for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns)
+                row[0]
+                for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns, *guard)
             }
         except asyncpg.PostgresError:
             found = set()  # refused whole (nothing committed): each appends the long way
@@ -298,6 +338,11 @@ class PostgresStorage:
         self._guard: asyncio.Task[None] | None = None
         # Writes under way; those whose caller was cancelled are waited for before the next write starts.
         self._writes: set[asyncio.Task[Any]] = set()
+        # Holds (see hold): the sessions held (session id -> row id), on one connection of their own.
+        self._held: dict[str, int] = {}
+        self._holds: Any = None
+        self._holds_lock = asyncio.Lock()
+        self._holder = holder()
         self._orphans: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
@@ -376,6 +421,14 @@ class PostgresStorage:
     async def _dispose(self) -> None:
         if self._writes:
             await asyncio.wait(list(self._writes))
+        holds, self._holds = self._holds, None
+        if holds is not None and not holds.is_closed():
+            try:  # the marks of what this storage still holds; the locks go with the connection
+                await holds.execute(_UNMARK_ALL, list(self._held.values()), self._holder)
+                await holds.close(timeout=5)
+            except _DB_ERRORS:
+                holds.terminate()
+        self._held.clear()
         engine, self._engine = self._engine, None
         appenders, self._appenders = self._appenders, None
         if appenders is not None:
@@ -427,12 +480,15 @@ class PostgresStorage:
 
     # -- inside a write transaction -------------------------------------------------------
 
-    @staticmethod
-    async def _lock_session(conn: AsyncConnection, stream_id: StreamId, parent: StreamId | None, now: datetime) -> int:
+    async def _lock_session(
+        self, conn: AsyncConnection, stream_id: StreamId, parent: StreamId | None, now: datetime
+    ) -> int:
         """The session's row id, its row locked until the transaction ends (made if missing, under ``parent``'s
-        row, which must exist); stamps ``updated_at``."""
+        row, which must exist); stamps ``updated_at``. :class:`SessionHeldError` if another connection holds it."""
         sid = stream_id.hex
         row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+        if row is not None:
+            await self._refuse_held(conn, int(row[0]), sid)
         if row is None:
             parent_row = None
             if parent is not None:
@@ -532,9 +588,14 @@ class PostgresStorage:
         sid = session_id_of(stream_id)
 
         async def work(conn: AsyncConnection) -> None:
+            row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+            if row is not None:
+                await self._refuse_held(conn, int(row[0]), sid)
             await conn.execute(text(queries.DELETE_SESSION), {"sid": sid})
 
         await self._write(work)
+        if sid in self._held:
+            await self.let_go(stream_id)  # the row is gone; the lock goes too
 
     # -- SessionCatalog -----------------------------------------------------------------------
 
@@ -574,6 +635,73 @@ class PostgresStorage:
             await conn.execute(text(queries.SET_TITLE), params)
 
         await self._write(work)
+
+    async def hold(self, stream_id: StreamId) -> None:
+        """Hold the session for this storage (a registry has it live), making its row if it has none.
+
+        The hold is an advisory lock on this storage's own connection: it dies with that connection (the process
+        ending, the host going away), and ``pg_locks`` shows it on every host. :class:`SessionHeldError`,
+        naming the holder, while another storage holds it.
+        """
+        sid = session_id_of(stream_id)
+        await self._ready()
+        async with self._holds_lock:
+            if sid in self._held:
+                return
+            conn = await self._holds_connection()
+            try:
+                row_id = await conn.fetchval(_FIND_ID, sid)
+                if row_id is None:
+                    await conn.execute(_NEW_BARE_SESSION, sid, _now())
+                    row_id = await conn.fetchval(_FIND_ID, sid)
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id)):
+                    raise held_error(sid, await conn.fetchval(_HELD_BY, row_id))
+                try:
+                    await conn.execute(_MARK_HELD, self._holder, row_id)
+                except BaseException:
+                    await conn.execute("SELECT pg_advisory_unlock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id))
+                    raise
+            except _DB_ERRORS as exc:
+                raise pgdatabase.from_postgres(exc, self._url) from exc
+            self._held[sid] = int(row_id)
+
+    async def let_go(self, stream_id: StreamId) -> None:
+        """Stop holding the session (nothing if this storage does not hold it)."""
+        sid = session_id_of(stream_id)
+        async with self._holds_lock:
+            row_id = self._held.pop(sid, None)
+            conn = self._holds
+            if row_id is None or conn is None or conn.is_closed():
+                return
+            try:
+                await conn.execute(_UNMARK_HELD, row_id, self._holder)
+                await conn.execute("SELECT pg_advisory_unlock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id))
+            except _DB_ERRORS as exc:
+                raise pgdatabase.from_postgres(exc, self._url) from exc
+
+    async def _holds_connection(self) -> Any:
+        """The connection this storage's holds are taken on, made on first use; dead holders' marks cleared then."""
+        if self._holds is None or self._holds.is_closed():
+            assert self._appenders is not None
+            self._holds = conn = await self._appenders.connect()
+            self._appenders.holder_pid = await conn.fetchval("SELECT pg_backend_pid()")
+            await conn.execute(_CLEAR_DEAD_HOLDERS, PG_LOCK_CLASS)
+            self._held.clear()  # a connection that was lost took its locks with it
+        return self._holds
+
+    async def _refuse_held(self, conn: AsyncConnection, row_id: int, sid: str) -> None:
+        """Inside a write transaction, with the session's row locked: refuse if another connection holds it (a
+        holder marks its hold in an update of that row, so it waits for this transaction: the answer stays
+        true until the commit)."""
+        if sid in self._held:
+            return
+        params = {"class": PG_LOCK_CLASS, "key": pg_lock_key(row_id), "mine": self._holder_pid()}
+        if (await conn.execute(text(_HELD_BY_ANOTHER), params)).scalar():
+            marked = (await conn.execute(text(queries.HOLDER), {"sid": sid})).first()
+            raise held_error(sid, None if marked is None else marked[1])
+
+    def _holder_pid(self) -> int:
+        return self._appenders.holder_pid if self._appenders is not None else 0
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None

@@ -27,6 +27,9 @@ __all__ = [
     "HOLD_SESSION",
     "LET_GO_SESSION",
     "MARKED_HELD",
+    "MARKED_HOLDERS",
+    "PARENT_OF",
+    "ADVISORY_HOLDS_POSTGRESQL",
     "HISTORY",
     "INDEX_NEW_EVENTS",
     "UNINDEXED_EVENTS",
@@ -97,6 +100,12 @@ HOLDER = "SELECT id, held_by FROM sessions WHERE session_id = :sid"
 HOLD_SESSION = "UPDATE sessions SET held_by = :who WHERE id = :id"
 LET_GO_SESSION = "UPDATE sessions SET held_by = NULL WHERE id = :id AND held_by = :who"
 MARKED_HELD = "SELECT id, held_by FROM sessions WHERE held_by IS NOT NULL"
+MARKED_HOLDERS = "SELECT id, session_id, held_by FROM sessions WHERE held_by IS NOT NULL"
+PARENT_OF = "SELECT p.session_id FROM sessions AS s JOIN sessions AS p ON p.id = s.parent WHERE s.session_id = :sid"
+# The advisory locks held now on PostgreSQL (holds.PG_LOCK_CLASS; a two-key lock's objsubid is 2).
+ADVISORY_HOLDS_POSTGRESQL = (
+    "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND classid = :class AND objsubid = 2 AND granted"
+)
 CLEAR_HOLDER = "UPDATE sessions SET held_by = NULL WHERE id = :id AND held_by = :who"
 
 # A record written again keeps its creation time; its events are untouched.

@@ -36,6 +36,7 @@ from .errors import (
     UsageError,
     from_sqlite,
 )
+from .holds import PG_LOCK_CLASS, Holds, pg_lock_key
 from .storage import SessionPage, SessionRecord, check_limit, decode_cursor, page_of, stamp, utc_text
 
 __all__ = [
@@ -223,6 +224,42 @@ def is_current(conn: sqlite3.Connection) -> bool:
     Asked once per command: the storage's own reads skip it (it opened its file at head).
     """
     return revision_of(conn) == HEAD
+
+
+def live_holders(conn: sqlite3.Connection, db: str | Path) -> dict[str, str]:
+    """The sessions a live process holds now: session id -> who holds it (``sessions.held_by``).
+
+    A mark alone says nothing (its process may have ended without letting go, a ``kill -9``); the hold's lock,
+    which dies with its holder, is asked for each marked session: on SQLite the lock byte on the file
+    (:mod:`sessionstore.holds`), on PostgreSQL the advisory locks ``pg_locks`` shows. A file from before revision
+    0007 has no holds.
+    """
+    if not is_current(conn):
+        return {}
+    marked = conn.execute(queries.MARKED_HOLDERS).fetchall()
+    if not marked:
+        return {}
+    if is_postgres(conn):
+        locked = {int(r[0]) for r in conn.execute(queries.ADVISORY_HOLDS_POSTGRESQL, {"class": PG_LOCK_CLASS})}
+        return {str(sid): str(who) for row_id, sid, who in marked if pg_lock_key(int(row_id)) in locked}
+    holds = Holds(Path(db))
+    try:
+        return {str(sid): str(who) for row_id, sid, who in marked if holds.held_elsewhere(int(row_id))}
+    finally:
+        holds.close()
+
+
+@pgdatabase.either
+def held_now(db: str | Path) -> dict[str, str]:
+    """``sessionstore list``/``show``: the sessions a live process holds now (:func:`live_holders`)."""
+    with reading(db) as conn:
+        return live_holders(conn, db)
+
+
+def parent_of(conn: sqlite3.Connection, sid: str) -> str | None:
+    """The id of the session ``sid`` is a subagent of, or None."""
+    row = conn.execute(queries.PARENT_OF, {"sid": sid}).fetchone()
+    return None if row is None else str(row[0])
 
 
 # -- session records ------------------------------------------------------------------------------

@@ -48,8 +48,8 @@ from .database import (
     scrub_log,
     transaction,
 )
-from .errors import SessionHeldError, StorageError, from_sqlite
-from .holds import Holds, holder
+from .errors import StorageError, from_sqlite
+from .holds import Holds, held_error, holder
 from .lane import Work, WriteLane, size_unknown, will_write
 from .storage import (
     UPDATED_AT_SLACK,
@@ -84,11 +84,6 @@ SCRUB_RETRY = 0.5
 """Seconds between two tries, in the background, to finish removing deleted text that another process's older
 snapshot held in the file (:func:`database.scrub_log`): it is gone within this long of that process letting go.
 A try that finds the snapshot still held costs a connection and a lock taken and given back at once."""
-
-
-def _held_error(sid: str, marked: str | None) -> SessionHeldError:
-    who = marked or "another storage of this file (it has not marked who yet)"
-    return SessionHeldError(f"session {sid} is held by {who}: only its holder may write it until it lets it go")
 
 
 def _history_and_size(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[str, str]], int] | None:
@@ -742,7 +737,7 @@ class SQLiteStorage:
             if self._holds.holds(row_id):
                 return None, None
             if not self._holds.take(row_id):
-                raise _held_error(sid, marked)
+                raise held_error(sid, marked)
             try:
                 conn.execute(queries.HOLD_SESSION, {"id": row_id, "who": self._holder})
             except BaseException:
@@ -771,7 +766,7 @@ class SQLiteStorage:
         until the commit: a holder marks its hold in a write transaction of its own)."""
         if self._holds.held_elsewhere(row_id):
             marked = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
-            raise _held_error(sid, marked[1] if marked is not None else None)
+            raise held_error(sid, marked[1] if marked is not None else None)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, TypeAlias, cast
 
 from . import pgdatabase, queries, records, scratch
-from .admin import forget_deleted, in_batches, index_new_events, note_deleted, writable
+from .admin import forget_deleted, in_batches, index_new_events, note_deleted, refuse_held, writable
 from .codec import ROLES, is_text_path, legacy_description
 from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
@@ -695,9 +695,14 @@ def _import_into(
     with writable(path) as conn:
         # A conflict anywhere is found before anything is written: different events (unless replacing), or a
         # subagent whose session is neither earlier in the file nor stored.
+        replacing: list[str] = []
         for item in _read_export(source):
-            if _outcome(conn, item, replace) != "unchanged" and not item.parent_earlier:
+            outcome = _outcome(conn, item, replace)
+            if outcome != "unchanged" and not item.parent_earlier:
                 _parent_row(conn, item)
+            if outcome == "replaced":
+                replacing.append(item.row[0])
+        refuse_held(conn, path, replacing, "imported")  # a session a live process holds is its own to write
 
         def apply(conn: sqlite3.Connection, item: _ImportSession) -> tuple[str, int]:
             return _import_one(conn, item, replace), len(item.events)

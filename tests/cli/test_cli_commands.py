@@ -13,6 +13,7 @@ from _clitools import Call, Spec, conversation, fingerprint, now, sqlite3_shell,
 
 from sessionstore import ModelMessage, UserMessage, migrate
 from sessionstore.cli import default_db_path
+from sessionstore.holds import Holds, holder
 
 
 def test_list_filters_by_cwd_and_limits(call: Call, tmp_path: Path) -> None:
@@ -71,32 +72,46 @@ def test_delete_takes_prefixes_and_is_all_or_nothing(call: Call, tmp_path: Path)
     assert sqlite3_shell(db, "SELECT count(*) FROM events;") == "1"  # the cascade took only a's events
 
 
-def test_prune_shows_then_deletes_only_old_released_sessions(call: Call, tmp_path: Path) -> None:
+def test_prune_shows_then_deletes_only_old_sessions_no_live_process_holds(call: Call, tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
-    old, held, fresh = write_db(
+    old, never_released, held, fresh = write_db(
         db,
         [
             Spec([UserMessage("old")], updated_at=now() - timedelta(days=40)),
+            # Written without a registry (or by one whose process died): no one holds it, so it is pruned too.
+            Spec([UserMessage("never released")], updated_at=now() - timedelta(days=40), released=False),
             Spec([UserMessage("held")], updated_at=now() - timedelta(days=40), released=False),
             Spec([UserMessage("fresh")], updated_at=now() - timedelta(days=2)),
         ],
     )
+    holder = hold(db, held)  # a live holder, as a registry's process would be
     before = fingerprint(db)
     dry = call("--db", db, "prune", "--older-than", "30d")
     assert dry.code == 0
-    assert dry.out.splitlines()[0] == "would delete 1 released session not updated for 30d:"
-    assert old[:12] in dry.out and held[:12] not in dry.out and fresh[:12] not in dry.out
+    assert dry.out.splitlines()[0] == "would delete 2 sessions not updated for 30d:"
+    assert old[:12] in dry.out and never_released[:12] in dry.out
+    assert held[:12] not in dry.out and fresh[:12] not in dry.out
     assert dry.out.splitlines()[-1] == "run again with --yes to delete them"
     assert fingerprint(db) == before
 
     done = call("--db", db, "prune", "--older-than", "4w", "--yes")
-    assert done.code == 0 and done.out.startswith("deleted 1 released session not updated for 4w:")
+    assert done.code == 0 and done.out.startswith("deleted 2 sessions not updated for 4w:")
     remaining = {s["session_id"] for s in json.loads(call("--db", db, "list", "--json").out)}
     assert remaining == {held, fresh}
-    assert call("--db", db, "prune", "--older-than", "1d", "--yes").out.startswith("deleted 1 released session")
-    assert (
-        call("--db", db, "prune", "--older-than", "1d").out == "nothing to prune: no released session older than 1d\n"
-    )
+    assert call("--db", db, "prune", "--older-than", "1d", "--yes").out.startswith("deleted 1 session not updated")
+    expected = "nothing to prune: no session older than 1d that no live process holds\n"
+    assert call("--db", db, "prune", "--older-than", "1d").out == expected
+    holder.close()  # its process ended: the session is prunable
+    assert call("--db", db, "prune", "--older-than", "1d", "--yes").out.startswith("deleted 1 session not updated")
+
+
+def hold(db: Path, session_id: str) -> Holds:
+    """Hold ``session_id`` as a registry's storage does (its lock and its mark), until the result is closed."""
+    holds = Holds(db)
+    row_id = int(sqlite3_shell(db, f"SELECT id FROM sessions WHERE session_id = '{session_id}';"))
+    assert holds.take(row_id)
+    sqlite3_shell(db, f"UPDATE sessions SET held_by = '{holder()}' WHERE id = {row_id};")
+    return holds
 
 
 def test_import_refuses_a_changed_session_unless_replace(call: Call, tmp_path: Path) -> None:

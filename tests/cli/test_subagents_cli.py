@@ -125,7 +125,7 @@ async def test_prune_never_takes_a_subagent_without_its_session(call: Call, tmp_
     db = tmp_path / "agent.db"
     f = await write_family_async(db)
     old = now() - timedelta(days=40)
-    async with SQLiteStorage(db) as storage:  # the subagent old and released, its session still held and new
+    async with SQLiteStorage(db) as storage:  # the subagent old and released, its session not released and new
         subagent = await storage.load_session(UUID(hex=f.subagent))
         session = await storage.load_session(UUID(hex=f.session))
         assert subagent is not None and session is not None
@@ -133,13 +133,13 @@ async def test_prune_never_takes_a_subagent_without_its_session(call: Call, tmp_
         await storage.save_session(replace(session, released=False))
     for args in ((), ("--yes",)):
         done = call("--db", db, "prune", "--older-than", "30d", *args)
-        assert done.out == "nothing to prune: no released session older than 30d\n"
+        assert done.out == "nothing to prune: no session older than 30d that no live process holds\n"
     assert sqlite3_shell(db, "SELECT count(*) FROM sessions;") == "4"
 
     async with SQLiteStorage(db) as storage:  # now the session is old and released: it goes, with both
         await storage.save_session(replace(session, updated_at=old, released=True))
     done = call("--db", db, "prune", "--older-than", "30d", "--yes")
-    assert done.out.splitlines()[0] == "deleted 1 released session not updated for 30d:"
+    assert done.out.splitlines()[0] == "deleted 1 session not updated for 30d:"
     assert sqlite3_shell(db, "SELECT session_id FROM sessions;") == f.other
 
 
