@@ -31,7 +31,8 @@ PAYLOAD_TEXT = " ".join(f"word{i % 50}" for i in range(60))
 
 def measure() -> dict[str, float]:
     """One round in this process: microseconds per append, per bare commit, and WAL frames per commit."""
-    from sessionstore import EventContext, SQLiteStorage, UserMessage, queries
+    from sessionstore import EventContext, SQLiteStorage, UserMessage
+    from sessionstore.schema import queries
 
     folder = Path(tempfile.mkdtemp())
     path = folder / "append.db"

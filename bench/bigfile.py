@@ -16,10 +16,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
-from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, queries
-from sessionstore.admin import index_new_events
+from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage
 from sessionstore.codec import JsonCodec
-from sessionstore.database import connect, prepare
+from sessionstore.schema import queries
+from sessionstore.sqlite.connect import connect
+from sessionstore.sqlite.migrate import prepare
+from sessionstore.sqlite.search import index_new_events
 from sessionstore.storage import utc_text
 
 WORDS = (

@@ -6,7 +6,7 @@ schema revision, the schema's SQL and bigfile.py's text, since it takes about a
 minute to build):
 
 * query time, in this process: ``records.list_sessions`` (what ``list -n 20``
-  runs), ``records.session_page`` (the catalog's first page of 20),
+  runs), ``reads.session_page`` (the catalog's first page of 20),
   ``records.read_session`` (``show ID``), ``records.search`` of a word one
   session holds (``needle<n>``), ``records.stats``; each includes opening the file;
 * whole processes, interleaved: ``sessionstore list -n 20`` and ``sessionstore
@@ -58,7 +58,7 @@ def schema(path: Path) -> str:
     so a schema changed within a revision (before it was released) never reuses an old file."""
     import sqlite3
 
-    from sessionstore.database import prepare
+    from sessionstore.sqlite.migrate import prepare
 
     prepare(path)
     conn = sqlite3.connect(path)
@@ -70,7 +70,7 @@ def schema(path: Path) -> str:
 
 def big_file(sizes: Sizes, fresh: Fresh, cache: bool) -> tuple[Path, str]:
     """The large file, and how it was come by (built now, or reused from the cache)."""
-    from sessionstore.database import HEAD
+    from sessionstore.schema.revisions import HEAD
 
     if not cache:
         path = fresh.path()
@@ -148,7 +148,9 @@ class CliSection:
 
 
 def measure(sizes: Sizes, fresh: Fresh, cache: bool, progress: Any) -> CliSection:
-    from sessionstore import queries, records
+    from sessionstore import reads, records
+    from sessionstore.backend import open_backend
+    from sessionstore.schema import queries
 
     out = CliSection()
     path, out.file_note = big_file(sizes, fresh, cache)
@@ -167,8 +169,8 @@ def measure(sizes: Sizes, fresh: Fresh, cache: bool, progress: Any) -> CliSectio
 
     def first_page() -> Sample:
         start = time.perf_counter()
-        with records.reading(path) as conn:
-            page = records.session_page(conn, limit=20)
+        with open_backend(path).reading() as conn:
+            page = reads.session_page(conn, limit=20)
         elapsed = time.perf_counter() - start
         assert len(page.sessions) == min(20, sizes.cli_sessions)
         return {"q_page": elapsed * 1000}

@@ -17,7 +17,8 @@ import tempfile
 import time
 from uuid import UUID, uuid4
 
-from sessionstore import EventContext, ModelMessage, SQLiteStorage, queries
+from sessionstore import EventContext, ModelMessage, SQLiteStorage
+from sessionstore.schema import queries
 
 PAYLOAD = '{"content":"' + " ".join(f"word{i % 50}" for i in range(120)) + '"}'
 

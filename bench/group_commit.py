@@ -34,8 +34,9 @@ from uuid import UUID, uuid4
 
 import aiosqlite
 
-from sessionstore import EventContext, ModelMessage, SQLiteStorage, queries
-from sessionstore.database import prepare
+from sessionstore import EventContext, ModelMessage, SQLiteStorage
+from sessionstore.schema import queries
+from sessionstore.sqlite.migrate import prepare
 
 PAYLOAD = '{"content":"' + " ".join(f"word{i % 50}" for i in range(60)) + '"}'
 NOW = "2026-01-01 00:00:00.000000"

@@ -86,7 +86,7 @@ def measure(sizes: w.Sizes, events: list[Any], progress: Callable[[str], None]) 
     """Start the server, run (a)-(d) for every PostgreSQL store that imports here, stop and remove the server."""
     from pg_server import running
 
-    from sessionstore import pgdatabase
+    from sessionstore.postgres import migrate as pgmigrate
 
     section = PgSection(loaded=load(None, PG_STORES))
     section.cells = {item.key: {} for item in section.loaded}
@@ -94,7 +94,7 @@ def measure(sizes: w.Sizes, events: list[Any], progress: Callable[[str], None]) 
     with running(durable=True) as server:
         section.server = "PostgreSQL " + server.psql("SHOW server_version").strip()
         server.psql(f'CREATE DATABASE "{HEAD}" TEMPLATE template0')
-        pgdatabase.migrate(server.url(HEAD))
+        pgmigrate.migrate(server.url(HEAD))
 
         def fresh(cls: type[Adapter]) -> PgFresh:
             return PgFresh(server, HEAD if cls.pg_head else "template0")

@@ -254,7 +254,7 @@ def cli_section(run: Run) -> list[str]:
         "",
         f"- Query time in-process, opening the file included, median of {run.sizes.cli_rounds}: "
         f"`list -n 20` (records.list_sessions) {ms(q.get('q_list'))}; the catalog's first page of 20 "
-        f"(records.session_page) {ms(q.get('q_page'))}; `show ID` (records.read_session) "
+        f"(reads.session_page) {ms(q.get('q_page'))}; `show ID` (records.read_session) "
         f"{ms(q.get('q_show'))}; `search needle<n>`, one hit (records.search) {ms(q.get('q_search'))}; "
         f"`stats` (records.stats) {ms(q.get('q_stats'))}.",
     ]

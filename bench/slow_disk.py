@@ -45,7 +45,11 @@ def sample(root: Path, shim: Path, folder: Path, scenario: str) -> dict[str, flo
     db = run / "agent.db"
     env = os.environ | {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     subprocess.run(
-        [sys.executable, "-c", f"import sessionstore.database as d, pathlib; d.prepare(pathlib.Path({str(db)!r}))"],
+        [
+            sys.executable,
+            "-c",
+            f"import sessionstore.sqlite.migrate as d, pathlib; d.prepare(pathlib.Path({str(db)!r}))",
+        ],
         env=env,
         check=True,
     )

@@ -4,19 +4,20 @@ Two ways in, one transaction each way. SQLite's DDL is transactional, so a
 whole upgrade (every revision it crosses) commits or rolls back as one: a
 failed migration leaves the file as it was.
 
-* Programmatic (``sessionstore.migrate``): the caller hands over a sync
+* Programmatic (the backends' migration runners): the caller hands over a sync
   ``Connection`` in ``config.attributes["connection"]``, already inside its
   ``BEGIN IMMEDIATE`` (the cross-process migration lock) and after its backup;
   the caller commits or rolls back.
 * The ``alembic`` command line, from the repository root: ``-x db=PATH`` (or
   the ``SESSIONSTORE_DB`` environment variable) names the file, opened the way
-  every sessionstore file is opened (:mod:`sessionstore.database`: the path is
-  a file name, whatever characters it holds) under the same lock, and backed
-  up first as ``sessionstore db`` backs it up when the command may move it
-  (:func:`sessionstore.migrate.backup_before_alembic`). A
-  PostgreSQL URL (``-x db=postgresql+asyncpg://...``) names a database
-  instead, migrated in one transaction under sessionstore's advisory lock
-  (:mod:`sessionstore.pgdatabase`).
+  every sessionstore file is opened (:mod:`sessionstore.sqlite.connect`: the
+  path is a file name, whatever characters it holds) under the same lock, and
+  backed up first as ``sessionstore db`` backs it up when the command may move
+  it (:func:`sessionstore.sqlite.migrate.backup_before_alembic`). A PostgreSQL
+  URL (``-x db=postgresql+asyncpg://...``) names a database instead, migrated
+  in one transaction under sessionstore's advisory lock
+  (:mod:`sessionstore.postgres.migrate`). Each backend runs it its own way
+  (``run_alembic``).
 
 Views, triggers and FTS5 tables are made by revisions with the operations of
 ``sqlobjects.py``; they are not in the models' metadata, so virtual tables (and
@@ -30,18 +31,16 @@ what the models write instead.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeDecorator
 
-from sessionstore import database, migrate, pgdatabase
-from sessionstore.models import Base
+from sessionstore.backend import open_backend
+from sessionstore.schema.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -138,7 +137,7 @@ def _database() -> str:
 def run_migrations_offline() -> None:
     db = context.get_x_argument(as_dictionary=True).get("db") or os.environ.get("SESSIONSTORE_DB")
     context.configure(
-        url=db if pgdatabase.is_url(db) else "sqlite://",
+        url=open_backend(db).alembic_url if db else "sqlite://",
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
@@ -153,28 +152,15 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)  # the caller's transaction, lock and backup
     else:
-        # The file is created private if missing, and migrated inside one BEGIN IMMEDIATE (the lock
-        # sessionstore's own runner takes), committed only when every revision ran and no row lost its parent.
-        db = _database()
-        if pgdatabase.is_url(db):
-            pgdatabase.run_locked(db, _run)
-            return
-        path = Path(db).expanduser()
-        database.create_file(path)
-        with migrate.locked(path, database.BUSY_TIMEOUT) as connection:
-            # The backup `sessionstore db upgrade|downgrade` takes: `alembic downgrade base` drops every session.
-            try:
-                destination = context.get_revision_argument()  # head as its id, base as None
-            except KeyError:  # current, check: the command goes nowhere
-                backup = None
-            else:
-                backup = migrate.backup_before_alembic(connection, path, destination, context.script)
-            if backup is not None:
-                logging.getLogger("alembic.env").info("Backed up %s to %s", path, backup)
-            _run(connection)
-            if connection.exec_driver_sql("PRAGMA foreign_key_check").first() is not None:
-                raise RuntimeError("the migration left rows that break a foreign key; rolled back")
-            connection.commit()
+        # The database's own runner takes its lock and, for a file, its backup: `alembic downgrade base` drops
+        # every session. A file is created private if missing, and committed only when every revision ran and no
+        # row lost its parent.
+        open_backend(_database()).run_alembic(_run, _destination, context.script)
+
+
+def _destination() -> Any:
+    """Where the command goes (head as its id, base as None); KeyError for one that goes nowhere (current)."""
+    return context.get_revision_argument()
 
 
 if context.is_offline_mode():

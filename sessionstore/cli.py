@@ -8,7 +8,8 @@ person can make (an unknown or ambiguous id, a missing file, a file that is
 not a database, a bad export) ends in one line on stderr and exit code 1;
 usage errors exit 2, as argparse does. Never imported by ``import sessionstore``.
 
-``--db`` is a file's path or a PostgreSQL URL (``postgresql://...``): the same
+``--db`` is a file's path or a PostgreSQL URL (``postgresql://...``), turned
+into its backend once (:func:`sessionstore.backend.open_backend`): the same
 commands, on the same functions. A URL's password is never printed.
 """
 
@@ -30,24 +31,26 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
-from . import pgdatabase, records
-from .errors import DatabaseNotFoundError, StorageError, UsageError
+from . import records
+from .backend import Backend, open_backend
+from .errors import StorageError, UsageError
+from .reads import SearchHit, StoredEvent, StoredSession
+from .schema.revisions import upgrade_command
 from .storage import SessionRecord
 
 PROG = "sessionstore"
 SHORT_ID = 12
 
 
-def default_db_path() -> Path | str:
-    """``$SESSIONSTORE_DB`` (a path or a PostgreSQL URL), else ``sessionstore/sessions.db`` in the platform's
-    user data folder."""
-    env = os.environ.get("SESSIONSTORE_DB")
-    return _database(env) if env else platform_db_path()
+def default_db_path() -> str | Path:
+    """``$SESSIONSTORE_DB`` (a path or a PostgreSQL URL, as ``--db`` takes them), else ``sessionstore/sessions.db``
+    in the platform's user data folder."""
+    return os.environ.get("SESSIONSTORE_DB") or platform_db_path()
 
 
-def _database(text: str) -> Path | str:
-    """``--db``: a PostgreSQL URL as it is (a Path would fold its ``//``), else a file's path."""
-    return text if pgdatabase.is_url(text) else Path(text).expanduser()
+def _database(text: str) -> Backend:
+    """``--db``: the database's backend, chosen once here (a PostgreSQL URL, else a file's path)."""
+    return open_backend(text)
 
 
 def platform_db_path() -> Path:
@@ -156,7 +159,7 @@ class Progress:
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool_call": "tool call", "tool": "tool result"}
 
 
-def render_event(event: records.StoredEvent) -> tuple[str, str]:
+def render_event(event: StoredEvent) -> tuple[str, str]:
     """(who, what) for one stored event: its role and text, as its codec described it when it was written.
 
     An event with no role (bookkeeping, or a type the writer did not describe) shows its type name and payload.
@@ -187,7 +190,7 @@ class _Lines:
         self.gapped = True
 
 
-def print_transcript(stored: records.StoredSession, held: dict[str, str], *, everything: bool = False) -> None:
+def print_transcript(stored: StoredSession, held: dict[str, str], *, everything: bool = False) -> None:
     """A session's header and transcript, with each subagent's transcript nested where it started."""
     summary = stored.record
     who = held.get(summary.session_id)
@@ -208,11 +211,11 @@ def print_transcript(stored: records.StoredSession, held: dict[str, str], *, eve
     _print_events(out, stored, everything, "")
 
 
-def _subagent_count(stored: records.StoredSession) -> int:
+def _subagent_count(stored: StoredSession) -> int:
     return sum(1 + _subagent_count(subagent) for subagent in stored.subagents)
 
 
-def _print_events(out: _Lines, stored: records.StoredSession, everything: bool, margin: str) -> None:
+def _print_events(out: _Lines, stored: StoredSession, everything: bool, margin: str) -> None:
     """The session's events, and before the first event after each subagent started, that subagent's."""
     events = stored.events
     shown = events if everything else [event for event in events if event.role is not None]
@@ -238,7 +241,7 @@ def _print_events(out: _Lines, stored: records.StoredSession, everything: bool, 
         out.line(f"{margin}({what} not shown: {kinds}; --all shows {'it' if total == 1 else 'them'})")
 
 
-def _print_subagent(out: _Lines, stored: records.StoredSession, everything: bool, margin: str) -> None:
+def _print_subagent(out: _Lines, stored: StoredSession, everything: bool, margin: str) -> None:
     record, inner = stored.record, margin + SUBAGENT_INDENT
     events = f"{record.events} event{'s' * (record.events != 1)}"
     out.gap()
@@ -268,7 +271,7 @@ def _record_json(record: SessionRecord, held: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _session_json(stored: records.StoredSession, held: dict[str, str]) -> dict[str, Any]:
+def _session_json(stored: StoredSession, held: dict[str, str]) -> dict[str, Any]:
     """``show --json``: the session, its events, and its subagents in the same shape, oldest first."""
     return {
         "session": _record_json(stored.record, held),
@@ -335,7 +338,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         progress.finish()
     print(
         f"imported {result.added} new, {result.replaced} replaced, {result.unchanged} already present"
-        f" ({result.events} events) into {records.where(args.db)}"
+        f" ({result.events} events) into {args.db.name}"
     )
     if result.replaced:
         _deleted_text_left(args.db)  # the replaced copies were deleted
@@ -351,12 +354,12 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _deleted_text_left(db: str) -> None:
+def _deleted_text_left(db: Backend) -> None:
     """One line, when another process's older snapshot keeps the deleted text in the file for now."""
     from . import admin
 
     if admin.deleted_text_left(db):
-        left = admin.LEFT_IN_LOG.format(db=records.where(db))
+        left = admin.LEFT_IN_LOG.format(db=db.name)
         print(visible(f"{PROG}: the deleted text {left}"), file=sys.stderr)
 
 
@@ -394,7 +397,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         print(f"{PROG}: nothing matches {text!r}", file=sys.stderr)
         return 1
-    by_session: dict[str, list[records.SearchHit]] = {}
+    by_session: dict[str, list[SearchHit]] = {}
     for hit in hits:  # best hit first; a session's hits together under it
         by_session.setdefault(hit.session_id, []).append(hit)
     for sid, group in by_session.items():
@@ -454,7 +457,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         integrity = "not a file's check: the PostgreSQL server keeps its own pages"
     print(f"integrity     {integrity}")
     print(f"foreign keys  {'ok' if not report.foreign_keys else '; '.join(report.foreign_keys[:10])}")
-    behind = "ok" if report.revision == report.head else f"expected {report.head}: run `{PROG} db upgrade`"
+    behind = (
+        "ok" if report.revision == report.head else f"expected {report.head}: run `{upgrade_command(args.db.name)}`"
+    )
     print(f"revision      {report.revision} ({behind})")
     print(f"views         {'ok' if not report.schema_objects else '; '.join(report.schema_objects)}")
     events = f"{report.unindexed} newest event{'s' * (report.unindexed != 1)}"
@@ -463,7 +468,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for leftover in report.leftovers:
         print(f"leftover      {leftover}")
     if report.deleted_text_left:
-        print(f"deleted text  {admin.LEFT_IN_LOG.format(db=records.where(args.db))}")
+        print(f"deleted text  {admin.LEFT_IN_LOG.format(db=args.db.name)}")
     if report.ok:
         print("ok")
         return 0
@@ -474,12 +479,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     hint = f": run `{PROG} check --repair` to {' and '.join(mend)}" if mend and not report.repaired else ""
     print(f"NOT OK{hint}")
     return 1
-
-
-def _existing(path: Path) -> Path:
-    if not path.exists():
-        raise DatabaseNotFoundError(f"{path}: no such database file")
-    return path
 
 
 def cmd_db(args: argparse.Namespace) -> int:
@@ -493,42 +492,21 @@ def cmd_db(args: argparse.Namespace) -> int:
             marker = " (head)" if revision == head else ""
             print(f"{down or 'base'} -> {revision}{marker}: {description}")
         return 0
-    if pgdatabase.is_url(args.db):
-        return _db_postgresql(args, action, migrate.head())
-    path = _existing(args.db)
-    before = migrate.current(path) or "base"
+    backend: Backend = args.db
+    before = migrate.current(backend) or "base"
     if action == "current":
         head = migrate.head()
-        print(f"{before} ({'head' if before == head else f'head is {head}: run `{PROG} db upgrade`'})")
+        print(f"{before} ({'head' if before == head else f'head is {head}: run `{upgrade_command(backend.name)}`'})")
         return 0
     if action == "upgrade":
-        backup = migrate.upgrade(path, args.revision)
+        backup = migrate.upgrade(backend, args.revision)
     else:
-        backup = migrate.downgrade(path, args.revision)
-    after = migrate.current(path) or "base"
+        backup = migrate.downgrade(backend, args.revision)
+    after = migrate.current(backend) or "base"
     if after == before:
-        print(f"{path} is already at {after}")
+        print(f"{backend.name} is already at {after}")
     else:
-        print(f"{action}d {path} from {before} to {after}" + (f"; backup at {backup}" if backup else ""))
-    return 0
-
-
-def _db_postgresql(args: argparse.Namespace, action: str, head: str) -> int:
-    """``db`` on a PostgreSQL database: the same moves, under the migration lock, in one transaction each
-    (DDL is transactional there: a failed one leaves the database as it was, so no backup is taken)."""
-    url, shown = str(args.db), records.where(args.db)
-
-    def revision() -> str | None:
-        with pgdatabase.connected(url) as conn:
-            return conn.revision()
-
-    if action == "current":
-        now = pgdatabase.blocking(revision) or "base"
-        print(f"{now} ({'head' if now == head else f'head is {head}: run `{PROG} db upgrade --db {shown}`'})")
-        return 0
-    before = pgdatabase.migrate(url, args.revision, "upgrade" if action == "upgrade" else "downgrade") or "base"
-    after = pgdatabase.blocking(revision) or "base"
-    print(f"{shown} is already at {after}" if after == before else f"{action}d {shown} from {before} to {after}")
+        print(f"{action}d {backend.name} from {before} to {after}" + (f"; backup at {backup}" if backup else ""))
     return 0
 
 
@@ -682,7 +660,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.db = args.db or default_db_path()
+    args.db = args.db or open_backend(default_db_path())
     if args.command == "prune":
         args.older_than_text = _age_text(args.older_than)
     stdout = sys.stdout

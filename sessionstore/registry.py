@@ -127,11 +127,6 @@ class AgentSession:
         return self._queued
 
     @property
-    def inflight(self) -> int:
-        """Prompts admitted and not yet finished, the running one included."""
-        return self._inflight
-
-    @property
     def cancelled(self) -> bool:
         """Whether a cancel is still draining this session's queue."""
         return self._cancelled

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .database import create_file
+from .sqlite.connect import create_file
 
 __all__ = ["Leftover", "leftovers", "new", "open_new", "sweep"]
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
+import socket
+import sys
 import types
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,10 +23,17 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
 
-from .errors import EventEncodeError, InvalidCursorError, InvalidSessionIdError, ParentSessionMissingError
+from .errors import (
+    EventEncodeError,
+    InvalidCursorError,
+    InvalidSessionIdError,
+    ParentSessionMissingError,
+    SessionHeldError,
+)
 from .events import BaseEvent, UserMessage
 
 __all__ = [
@@ -44,6 +54,10 @@ __all__ = [
 
 StreamId: TypeAlias = UUID
 """A conversation's key in storage. A session's id is its stream id's ``hex``."""
+
+BUSY_TIMEOUT = 30.0
+"""Seconds a write waits for another writer's lock (another process's on a SQLite file, another transaction's on a
+PostgreSQL row) before :class:`~sessionstore.DatabaseBusyError`."""
 
 UPDATED_AT_SLACK = timedelta(seconds=1)
 """A storage keeps a session's ``updated_at`` to within this much of its latest write: restamping it (and its
@@ -106,6 +120,22 @@ def missing_parent(stream_id: StreamId, parent: StreamId) -> ParentSessionMissin
         f"stream {stream_id.hex} was opened from session {parent.hex}, which is not stored (deleted, or never"
         " written): its events would belong to no conversation, so nothing was written"
     )
+
+
+def holder() -> str:
+    """This process as ``sessions.held_by`` names a holder: ``pid 4242 on laptop (example.py) since ... UTC``.
+
+    The program is its file's name only: a command line may carry secrets.
+    """
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}) since {since} UTC"
+
+
+def held_error(sid: str, marked: str | None) -> SessionHeldError:
+    """The one message for a session another storage holds, naming the holder as its mark says."""
+    who = marked or "another storage of this database (it has not marked who yet)"
+    return SessionHeldError(f"session {sid} is held by {who}: only its holder may write it until it lets it go")
 
 
 class StreamRef(Protocol):

@@ -52,10 +52,6 @@ class SessionStream:
         task.add_done_callback(self._background.discard)
         return task
 
-    @property
-    def background_tasks(self) -> frozenset[asyncio.Task[Any]]:
-        return frozenset(self._background)
-
     async def stop_background(self) -> None:
         """Cancel background work and wait for it to unwind.
 

@@ -15,8 +15,8 @@ An export is read from one snapshot, so one taken while an agent writes is
 consistent. An import checks the whole file before it touches the database:
 a bad line anywhere imports nothing and names the line.
 
-Both take a SQLite path or a PostgreSQL URL (:func:`pgdatabase.either`) and
-write the same lines for the same sessions, so a database moves to the other
+Both take a SQLite path, a PostgreSQL URL or a backend
+(:func:`~sessionstore.backend.command`) and write the same lines for the same sessions, so a database moves to the other
 kind and back byte for byte. PostgreSQL's text cannot hold U+0000, which a
 SQLite file's can: an import into PostgreSQL refuses such a file whole, naming
 the line, before it writes anything.
@@ -30,21 +30,22 @@ import json
 import math
 import os
 import re
-import sqlite3
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, BinaryIO, TypeAlias, cast
 
-from . import pgdatabase, queries, records, scratch
-from .admin import forget_deleted, in_batches, index_new_events, note_deleted, refuse_held, writable
+from . import scratch
+from .admin import refuse_held
+from .backend import Backend, Database, command, open_backend
 from .codec import ROLES, is_text_path, legacy_description
-from .database import prepare
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
+from .reads import Connection, events_of, load_session, resolve_all
+from .schema import queries
+from .schema.revisions import HEAD
 from .storage import SessionRecord, record_row, storable_text, utc_text
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportSummary", "Progress", "export_sessions", "import_sessions"]
@@ -69,7 +70,7 @@ class ImportSummary:
 # -- export -----------------------------------------------------------------------------------------
 
 
-def _with_subagents(conn: sqlite3.Connection, ids: Sequence[str], current: bool) -> list[str]:
+def _with_subagents(conn: Connection, ids: Sequence[str], current: bool) -> list[str]:
     """The sessions named and all their subagents, each after the session it was opened from (so an import,
     which reads in order, finds every parent before its subagents); otherwise in the order named."""
     found: list[str] = []
@@ -96,23 +97,24 @@ def _with_subagents(conn: sqlite3.Connection, ids: Sequence[str], current: bool)
     return ordered
 
 
-def _parent_of(conn: sqlite3.Connection, sid: str, current: bool) -> str | None:
-    record = records.load_session(conn, sid, current=current)
+def _parent_of(conn: Connection, sid: str, current: bool) -> str | None:
+    record = load_session(conn, sid, current=current)
     return None if record is None else record.parent_id
 
 
-def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress: Progress | None) -> Iterator[str]:
+def _export_lines(
+    conn: Connection, ids: Sequence[str] | None, current: bool, progress: Progress | None
+) -> Iterator[str]:
     def dump(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
 
-    current = records.is_current(conn)
     # Every session: in the order the rows were made, in which a session comes before the subagents opened
     # from it (their rows are made under its).
     if ids is None:
         ids = [str(r[0]) for r in conn.execute(queries.SESSION_IDS)]
     yield dump({"format": EXPORT_FORMAT, "version": EXPORT_VERSION})
     for done, sid in enumerate(ids, 1):
-        record = records.load_session(conn, sid, current=current)
+        record = load_session(conn, sid, current=current)
         assert record is not None  # read inside the snapshot the ids came from
         yield dump(
             {
@@ -129,7 +131,7 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
                 "parent_id": record.parent_id,
             }
         )
-        for event in records.events_of(conn, sid, current=current):
+        for event in events_of(conn, sid, current=current):
             yield dump(
                 {
                     "kind": "event",
@@ -147,9 +149,9 @@ def _export_lines(conn: sqlite3.Connection, ids: Sequence[str] | None, progress:
             progress(done, len(ids))
 
 
-@pgdatabase.either
+@command
 def export_sessions(
-    db: str | Path,
+    backend: Backend,
     out: str | os.PathLike[str] | IO[str],
     prefixes: Sequence[str] | None = None,
     *,
@@ -163,16 +165,15 @@ def export_sessions(
     device, a FIFO or a terminal is written in place; the database itself and
     its companion files are refused before anything is read.
     """
-    path = db if pgdatabase.is_url(db) else Path(db).expanduser()
     named = Path(out).expanduser() if isinstance(out, (str, os.PathLike)) else None
-    target = _destination(named, path) if named is not None else None
-    with records.reading(path) as conn:
-        conn.execute("BEGIN")
-        ids = records.resolve_all(conn, prefixes) if prefixes is not None else None
+    target = _destination(named, backend) if named is not None else None
+    with backend.reading(snapshot=True) as conn:
+        current = backend.revision(conn) == HEAD
+        ids = resolve_all(conn, prefixes) if prefixes is not None else None
         if ids is not None:
-            ids = _with_subagents(conn, ids, records.is_current(conn))
+            ids = _with_subagents(conn, ids, current)
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
-        lines = _export_lines(conn, ids, progress)
+        lines = _export_lines(conn, ids, current, progress)
         if named is not None and target is not None:
             _write(named, target, lines)
         elif not isinstance(out, (str, os.PathLike)):
@@ -181,14 +182,14 @@ def export_sessions(
         return count
 
 
-def _destination(out: Path, db: str | Path) -> Path:
+def _destination(out: Path, backend: Backend) -> Path:
     """Where an export to ``out`` is written: the file a link points at; never the database or its companions."""
     target = Path(os.path.realpath(out))
-    files = () if isinstance(db, str) else (db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal")))
-    for companion in files:
+    for companion in backend.files:
         if target.exists() and companion.exists() and os.path.samefile(target, companion):
             raise UsageError(
-                f"{out} is {'the database' if companion == db else 'a file of the database'} {db};"
+                f"{out} is {'the database' if companion == backend.files[0] else 'a file of the database'}"
+                f" {backend.name};"
                 " export to another file"
             )
     if target.is_dir():
@@ -508,11 +509,11 @@ def _no_nul(values: dict[str, Any], whose: str) -> None:
             raise _BadLine(f"the {whose} {key} holds a NUL character (U+0000), which PostgreSQL cannot store in text")
 
 
-def _read_export(source: _Input, *, postgres: bool = False) -> Iterator[_ImportSession]:
+def _read_export(source: _Input, *, refuse_nul: bool = False) -> Iterator[_ImportSession]:
     """The sessions of an export, each with its events, read from the input's start; :class:`ImportFileError` at
     the first flaw.
 
-    ``postgres``: refuse text PostgreSQL cannot store (U+0000; JSON columns and payloads hold it escaped, so
+    ``refuse_nul``: refuse text PostgreSQL cannot store (U+0000; JSON columns and payloads hold it escaped, so
     only the plain text columns can).
     """
     name = source.name
@@ -540,7 +541,7 @@ def _read_export(source: _Input, *, postgres: bool = False) -> Iterator[_ImportS
                 elif obj.get("kind") == "session":
                     row = _session_line(obj, seen)
                     parent = _parent_line(obj)
-                    if postgres:
+                    if refuse_nul:
                         _no_nul({"cwd": row[1], "title": row[5]}, "session's")
                     if current is not None:
                         yield current
@@ -548,7 +549,7 @@ def _read_export(source: _Input, *, postgres: bool = False) -> Iterator[_ImportS
                     current = _ImportSession(number, row, parent=parent, parent_earlier=parent in seen)
                 elif obj.get("kind") == "event":
                     event = _event_line(obj, current, version)
-                    if postgres:
+                    if refuse_nul:
                         _no_nul(
                             {"type": event[1], "role": event[3], "text": event[4], "text_path": event[5]}, "event's"
                         )
@@ -566,7 +567,7 @@ def _read_export(source: _Input, *, postgres: bool = False) -> Iterator[_ImportS
         yield current
 
 
-def _outcome(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> str:
+def _outcome(conn: Connection, item: _ImportSession, replace: bool) -> str:
     """What importing ``item`` will do: add it, leave it (stored with the same events), or replace it."""
     sid = item.row[0]
     existing = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
@@ -583,7 +584,7 @@ def _outcome(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> s
     return "replaced"
 
 
-def _parent_row(conn: sqlite3.Connection, item: _ImportSession) -> int | None:
+def _parent_row(conn: Connection, item: _ImportSession) -> int | None:
     """The row id of the session ``item`` is a subagent of (None: one of its own), which must be stored by now:
     checked for every session before anything is written, and again as each is written."""
     if item.parent is None:
@@ -600,14 +601,14 @@ def _parent_row(conn: sqlite3.Connection, item: _ImportSession) -> int | None:
     )
 
 
-def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -> str:
+def _import_one(backend: Backend, conn: Connection, item: _ImportSession, replace: bool) -> str:
     outcome = _outcome(conn, item, replace)
     if outcome == "unchanged":
         return outcome
     if outcome == "replaced":
         # Replaced with the file's copy: its subagents too (those the file has come after it, and are added again).
         conn.execute(queries.DELETE_SESSION, {"sid": item.row[0]})
-        note_deleted(conn)
+        backend.note_deleted(conn)
     parent = _parent_row(conn, item)
     row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]
     if parent is not None:
@@ -620,7 +621,7 @@ def _import_one(conn: sqlite3.Connection, item: _ImportSession, replace: bool) -
 
 
 def import_sessions(
-    db: str | Path, source: str | os.PathLike[str], *, replace: bool = False, progress: Progress | None = None
+    db: Database, source: str | os.PathLike[str], *, replace: bool = False, progress: Progress | None = None
 ) -> ImportSummary:
     """``sessionstore import``: read an export back, ids, records and event order preserved.
 
@@ -628,71 +629,39 @@ def import_sessions(
     One stored with different events is a :class:`ImportConflictError` (nothing
     imported) unless ``replace``, which replaces it with the file's. The file is
     checked whole (and against what is stored) before the database is touched;
-    then whole sessions are written in short transactions, so an agent writing
-    to the same file meanwhile is never starved, and an interrupted import has
-    imported whole sessions only. A missing database is built
-    beside its path (as :class:`SQLiteStorage` creates one) and appears at the
-    path only once it is complete; a failed or interrupted import removes only
-    what it made, and removes what an import killed outright left for the same
-    database (:mod:`scratch`). ``source`` is opened once and may be anything
+    then whole sessions are written in the backend's batches (short transactions
+    on a file, so an agent writing to it meanwhile is never starved, and an
+    interrupted import has imported whole sessions only; one transaction on
+    PostgreSQL, so a failed or interrupted import leaves it as it was). A missing
+    file is built beside its path (as :class:`SQLiteStorage` creates one) and
+    appears at the path only once it is complete; a failed or interrupted import
+    removes only what it made, and removes what an import killed outright left
+    for the same database (:mod:`scratch`). A PostgreSQL database must exist (an
+    empty one gets the schema). ``source`` is opened once and may be anything
     readable: a file, ``"-"`` (standard input), a pipe, ``/dev/fd/N``, a FIFO
     (see :class:`_Input`: what can be read only once is copied beside the database
     as it is checked).
-
-    Into PostgreSQL: the database must exist (an empty one gets the schema, under
-    the migration lock), and the import is one transaction: a failed or
-    interrupted import leaves the database as it was.
     """
-    postgres = pgdatabase.is_url(db)
-    # Beside the database, scratch files are found again by the next import; a server's has no folder of ours.
-    beside = Path(tempfile.gettempdir()) / "sessionstore-postgresql" if postgres else Path(db).expanduser()
-    scratch.sweep(beside)
-    with _opened(source, beside) as opened:
+    backend = open_backend(db)
+    scratch.sweep(backend.scratch_folder)
+    with _opened(source, backend.scratch_folder) as opened:
         # The whole input checked (and a stream copied) before the database is opened: outside PostgreSQL's
         # event loop, so Ctrl-C ends an import still waiting for its input at once.
-        total = sum(1 for _ in _read_export(opened, postgres=postgres))
-        return _import(db, opened, replace, total, progress)
+        total = sum(1 for _ in _read_export(opened, refuse_nul=backend.refuses_nul))
+        return _import(backend, opened, replace, total, progress)
 
 
-@pgdatabase.either
-def _import(db: str | Path, source: _Input, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
-    if pgdatabase.is_url(db):
-        url = str(db)
-        if pgdatabase.blocking(_revision_at, url) is None:
-            pgdatabase.migrate(url)  # an empty database gets the schema (a populated one is refused untouched)
-        return _import_into(url, source, replace, total, progress)
-    path = Path(db).expanduser()
-    if path.exists():
-        return _import_into(path, source, replace, total, progress)
-    # A new database is built beside its final path and linked there only once it is complete, so nobody
-    # (an agent started meanwhile) ever sees it half-made, and a failure removes only this call's own file.
-    building = scratch.new(path, "import")
-    try:
-        prepare(building)
-        summary = _import_into(building, source, replace, total, progress)
-        try:
-            os.link(building, path)
-        except FileExistsError:
-            raise ImportConflictError(
-                f"{path} was created by someone else while the import ran; nothing was imported into it"
-            ) from None
-        return summary
-    finally:
-        for suffix in ("-wal", "-shm", ""):
-            Path(f"{building}{suffix}").unlink(missing_ok=True)
-
-
-def _revision_at(url: str) -> str | None:
-    with pgdatabase.connected(url) as conn:
-        return conn.revision()
+@command
+def _import(backend: Backend, source: _Input, replace: bool, total: int, progress: Progress | None) -> ImportSummary:
+    return backend.build(lambda built: _import_into(built, source, replace, total, progress))
 
 
 def _import_into(
-    path: str | Path, source: _Input, replace: bool, total: int, progress: Progress | None
+    backend: Backend, source: _Input, replace: bool, total: int, progress: Progress | None
 ) -> ImportSummary:
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
     events = 0
-    with writable(path) as conn:
+    with backend.writable() as conn:
         # A conflict anywhere is found before anything is written: different events (unless replacing), or a
         # subagent whose session is neither earlier in the file nor stored.
         replacing: list[str] = []
@@ -702,19 +671,18 @@ def _import_into(
                 _parent_row(conn, item)
             if outcome == "replaced":
                 replacing.append(item.row[0])
-        refuse_held(conn, path, replacing, "imported")  # a session a live process holds is its own to write
+        refuse_held(backend, conn, replacing, "imported")  # a session a live process holds is its own to write
 
-        def apply(conn: sqlite3.Connection, item: _ImportSession) -> tuple[str, int]:
-            return _import_one(conn, item, replace), len(item.events)
+        def apply(conn: Connection, item: _ImportSession) -> tuple[str, int]:
+            return _import_one(backend, conn, item, replace), len(item.events)
 
         items = _read_export(source)
-        finish = None if records.is_postgres(conn) else index_new_events  # PostgreSQL indexes as it writes
-        for done, (outcome, count) in enumerate(in_batches(conn, Path(path), items, apply, finish=finish), 1):
+        for done, (outcome, count) in enumerate(backend.in_batches(conn, items, apply, finish=backend.written), 1):
             counts[outcome] += 1
             if outcome != "unchanged":
                 events += count
             if progress is not None:
                 progress(done, total)
         if counts["replaced"]:
-            forget_deleted(conn, Path(path))  # the sessions replaced are gone, not merely unlisted
+            backend.forget_deleted(conn)  # the sessions replaced are gone, not merely unlisted
     return ImportSummary(events=events, **counts)

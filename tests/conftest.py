@@ -36,10 +36,10 @@ def pg_server() -> Iterator[PostgresServer]:
 
 def _head_template(server: PostgresServer) -> str:
     if not server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{HEAD_TEMPLATE}'").strip():
-        from sessionstore import pgdatabase
+        from sessionstore.postgres import migrate as pgmigrate
 
         server.psql(f'CREATE DATABASE "{HEAD_TEMPLATE}" TEMPLATE template0')
-        pgdatabase.migrate(server.url(HEAD_TEMPLATE))
+        pgmigrate.migrate(server.url(HEAD_TEMPLATE))
     return HEAD_TEMPLATE
 
 

@@ -10,7 +10,7 @@ per one-event commit, 3.3 without it), so every agent turn paid for search.
 From here the index is brought up to date in batches: the one row of
 ``events_fts_progress`` holds ``indexed_through``, the event id up to which
 every event with a role is in the index. A writer indexes the newer events
-(:data:`sessionstore.queries.INDEX_NEW_EVENTS`) in a transaction of their own,
+(:data:`sessionstore.schema.queries.INDEX_NEW_EVENTS`) in a transaction of their own,
 every few hundred events, after a short idle, and when it closes.
 
 The triggers still keep the indexed part exact: they are 0003's, guarded to

@@ -30,7 +30,7 @@ from acp.transports import spawn_stdio_transport
 
 HERE = Path(__file__).resolve().parent
 AGENT = HERE / "_acp_agent.py"
-README = HERE.parents[1] / "README.md"
+README = HERE.parents[1] / "docs" / "ag2.md"  # the AG2 guide, whose blocks are run as written
 TIMEOUT = 30.0  # only stops a hang; nothing here measures time
 T = TypeVar("T")
 
@@ -183,11 +183,11 @@ def sessionstore_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def readme_block(marker: str) -> tuple[str, str | None]:
-    """The README's one Python block containing ``marker``, word for word, and the text block right after it (the
+    """The AG2 guide's one Python block containing ``marker``, word for word, and the text block right after it (the
     output it shows), if there is one."""
     found = re.findall(r"```python\n(.*?)```\n(?:\n```text\n(.*?)```)?", README.read_text(), flags=re.DOTALL)
     blocks = [(code, shown or None) for code, shown in found if marker in code]
-    assert len(blocks) == 1, f"{len(blocks)} README blocks contain {marker!r}"
+    assert len(blocks) == 1, f"{len(blocks)} blocks of the AG2 guide contain {marker!r}"
     return blocks[0]
 
 

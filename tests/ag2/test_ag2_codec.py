@@ -971,7 +971,7 @@ def test_class_layouts_are_worked_out_once_per_class(monkeypatch: pytest.MonkeyP
 def test_a_text_kept_as_a_path_reads_back_the_same_in_sqlite_and_in_python() -> None:
     # The row stores where a message's text is instead of a second copy: SQLite's json_extract (the views,
     # the index) and records.text_at (the command line) must both find exactly the text describe gave.
-    from sessionstore.records import text_at
+    from sessionstore.reads import text_at
 
     codec = AG2Codec(extra=EXTRA)
     found = 0

@@ -13,7 +13,8 @@ from _clitools import Call, Spec, conversation, fingerprint, now, sqlite3_shell,
 
 from sessionstore import ModelMessage, UserMessage, migrate
 from sessionstore.cli import default_db_path
-from sessionstore.holds import Holds, holder
+from sessionstore.sqlite.holds import Holds
+from sessionstore.storage import holder
 
 
 def test_list_filters_by_cwd_and_limits(call: Call, tmp_path: Path) -> None:
@@ -201,7 +202,7 @@ def test_a_file_that_is_not_a_sessionstore_database(call: Call, tmp_path: Path) 
 
 def test_default_database_location(call: Call, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SESSIONSTORE_DB", str(tmp_path / "from-env.db"))
-    assert default_db_path() == tmp_path / "from-env.db"
+    assert Path(default_db_path()) == tmp_path / "from-env.db"
     monkeypatch.delenv("SESSIONSTORE_DB")
     if sys.platform.startswith("linux"):
         monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
@@ -224,13 +225,14 @@ def test_db_commands_move_the_schema_and_writes_wait_for_head(call: Call, tmp_pa
 
     down = call("--db", db, "db", "downgrade", "0001")
     assert down.code == 0 and down.out.startswith(f"downgraded {db} from {head} to 0001; backup at ")
-    assert call("--db", db, "db", "current").out == f"0001 (head is {head}: run `sessionstore db upgrade`)\n"
+    assert call("--db", db, "db", "current").out == f"0001 (head is {head}: run `sessionstore db upgrade --db {db}`)\n"
     # Reading still works on the older file; writing and searching say what to run; check fails.
     assert sid[:12] in call("--db", db, "list").out
     before = fingerprint(db)
     refused = call("--db", db, "delete", sid[:6])
-    assert refused.code == 1 and refused.err.endswith("run `sessionstore db upgrade` first\n")
-    assert "has no full-text index" in call("--db", db, "search", "hello").err
+    assert refused.code == 1 and refused.err.endswith(f"run `sessionstore db upgrade --db {db}` first\n")
+    searched = call("--db", db, "search", "hello").err
+    assert f"is at schema revision '0001', this sessionstore searches '{head}'" in searched
     assert call("--db", db, "check").code == 1
     assert fingerprint(db) == before
 

@@ -11,8 +11,10 @@ from uuid import UUID
 import pytest
 from _clitools import Spec, conversation, fingerprint, write_db, write_db_async
 
-from sessionstore import ModelMessage, SQLiteStorage, UnknownEvent, UserMessage, admin, records, transfer
+from sessionstore import ModelMessage, SQLiteStorage, UnknownEvent, UserMessage, admin, reads, records, transfer
+from sessionstore.backend import open_backend
 from sessionstore.errors import ImportFileError, NoSuchSessionError
+from sessionstore.sqlite.search import fts_query
 from sessionstore.storage import derive_title
 
 
@@ -21,9 +23,9 @@ async def test_functions_work_beside_an_open_storage(tmp_path: Path) -> None:
     (sid,) = await write_db_async(db, [Spec(conversation())])
     async with SQLiteStorage(db) as storage:
         history = await storage.get_history(UUID(hex=sid))  # cached by the storage
-        with records.reading(db) as conn:
-            assert records.resolve(conn, sid[:5].upper()) == sid
-            assert records.resolve(conn, str(UUID(hex=sid))[:13]) == sid  # dashed UUID form
+        with open_backend(db).reading() as conn:
+            assert reads.resolve(conn, sid[:5].upper()) == sid
+            assert reads.resolve(conn, str(UUID(hex=sid))[:13]) == sid  # dashed UUID form
         assert admin.set_title(db, sid[:6], "Renamed") == sid
         assert (await storage.load_session(UUID(hex=sid))).title == "Renamed"  # type: ignore[union-attr]
         (summary,) = records.list_sessions(db)
@@ -37,8 +39,8 @@ async def test_functions_work_beside_an_open_storage(tmp_path: Path) -> None:
 
         assert admin.delete_sessions(db, [sid[:8]]) == [(sid, 0)]
         assert await storage.get_history(UUID(hex=sid)) == []  # the storage sees the delete, cache or not
-        with pytest.raises(NoSuchSessionError, match="no session matches"), records.reading(db) as conn:
-            records.resolve(conn, sid[:8])
+        with pytest.raises(NoSuchSessionError, match="no session matches"), open_backend(db).reading() as conn:
+            reads.resolve(conn, sid[:8])
 
 
 async def test_import_into_an_open_storage_is_visible_to_it(tmp_path: Path) -> None:
@@ -175,8 +177,8 @@ def test_small_helpers() -> None:
     for bad in ("30", "d", "-1d", "3 days", ""):
         with pytest.raises(ValueError, match="not an age"):
             admin.parse_age(bad)
-    assert records.fts_query('build-red? "quoted" x:y') == '"build" "red" "quoted" "x" "y"'
-    assert records.fts_query("?!") == ""
+    assert fts_query('build-red? "quoted" x:y') == '"build" "red" "quoted" "x" "y"'
+    assert fts_query("?!") == ""
     assert derive_title("  two\nlines  ") == "two lines"
     assert derive_title(" \t\n ") is None
     long = derive_title("word " * 40)

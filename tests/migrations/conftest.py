@@ -13,6 +13,7 @@ import pytest
 from migration_data import FILLERS
 
 from sessionstore import migrate
+from sessionstore.schema import revisions as schema_revisions
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def scripts_with(tmp_path: Path) -> Callable[..., Path]:
 
     def make(**revisions: str) -> Path:
         scripts = tmp_path / "scripts"
-        shutil.copytree(migrate.script_location(), scripts, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(schema_revisions.script_location(), scripts, ignore=shutil.ignore_patterns("__pycache__"))
         for name, source in revisions.items():
             (scripts / "versions" / f"{name}.py").write_text(textwrap.dedent(source))
         return scripts

@@ -74,6 +74,7 @@ _USE = """
 import asyncio, sys
 import sessionstore
 from sessionstore import SQLiteStorage, migrate
+from sessionstore.schema import revisions as schema_revisions
 
 async def main() -> None:
     for name in sys.argv[1:]:
@@ -82,7 +83,7 @@ async def main() -> None:
 
 asyncio.run(main())
 print("from", sessionstore.__file__)
-print("scripts", migrate.script_location())
+print("scripts", schema_revisions.script_location())
 """
 
 

@@ -11,6 +11,7 @@ import pytest
 from migration_data import sha256
 
 from sessionstore import MigrationError, migrate
+from sessionstore.sqlite import migrate as sqlite_migrate
 
 Build = Callable[[str], Path]
 ScriptsWith = Callable[..., Path]
@@ -87,17 +88,17 @@ def test_a_revision_replaces_an_earlier_object_by_name(built: Build, scripts_wit
             columns = [row[1] for row in conn.execute("PRAGMA table_info(recent_events)")]
         return (sql[0] if sql else None), columns
 
-    migrate.upgrade(path, "9001", scripts=scripts)
+    sqlite_migrate.upgrade(path, "9001", scripts=scripts)
     first = view()
     assert first == ("CREATE VIEW recent_events AS\nSELECT id FROM events ORDER BY id DESC LIMIT 10", ["id"])
-    migrate.upgrade(path, "9002", scripts=scripts)
+    sqlite_migrate.upgrade(path, "9002", scripts=scripts)
     assert view() == (
         "CREATE VIEW recent_events AS\nSELECT id, type FROM events ORDER BY id DESC LIMIT 10",
         ["id", "type"],
     )
-    migrate.downgrade(path, "9001", scripts=scripts)
+    sqlite_migrate.downgrade(path, "9001", scripts=scripts)
     assert view() == first  # 9001's definition, from 9001's module: 9002 does not repeat it
-    migrate.downgrade(path, migrate.HEAD, scripts=scripts)
+    sqlite_migrate.downgrade(path, migrate.HEAD, scripts=scripts)
     assert view() == (None, [])
 
 
@@ -127,5 +128,5 @@ def test_a_name_that_names_nothing_fails_the_migration_and_changes_nothing(
     path = built(migrate.HEAD)
     before = sha256(path)
     with pytest.raises(MigrationError, match=r"'0002\.TRANSCRIPTS' names no SQLObject"):
-        migrate.upgrade(path, scripts=scripts)
+        sqlite_migrate.upgrade(path, scripts=scripts)
     assert sha256(path) == before

@@ -15,6 +15,8 @@ from alembic.config import Config
 from migration_data import sha256
 
 from sessionstore import SchemaError, SchemaTooNewError, migrate
+from sessionstore.schema import revisions as schema_revisions
+from sessionstore.sqlite import migrate as sqlite_migrate
 
 Build = Callable[[str], Path]
 ScriptsWith = Callable[..., Path]
@@ -23,7 +25,7 @@ ScriptsWith = Callable[..., Path]
 def test_history_and_head_are_alembics() -> None:
     out = io.StringIO()
     config = Config(stdout=out)
-    config.set_main_option("script_location", str(migrate.script_location()))
+    config.set_main_option("script_location", str(schema_revisions.script_location()))
     command.history(config)  # "0002 -> 0003 (head), each event's role and text, ..."
     lines = [re.fullmatch(r"(\S+) -> (\S+?)( \(head\))?, (.*)", line) for line in out.getvalue().splitlines()]
     assert all(lines)
@@ -88,7 +90,7 @@ def test_a_recorded_revision_is_known_only_exactly(built: Build, recorded: str) 
         conn.commit()
     before = sha256(path)
     with pytest.raises(SchemaTooNewError, match="does not know"):
-        migrate.prepare_database(path)
+        sqlite_migrate.prepare_database(path)
     with pytest.raises(SchemaTooNewError, match="does not know"):
         migrate.downgrade(path, "0001")
     assert sha256(path) == before

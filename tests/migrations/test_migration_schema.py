@@ -23,18 +23,20 @@ from sqlalchemy import create_engine
 
 from sessionstore import SQLiteStorage, ToolCall, ToolResult, UserMessage, migrate
 from sessionstore.codec import legacy_description
-from sessionstore.models import Base
+from sessionstore.schema import revisions as schema_revisions
+from sessionstore.schema.models import Base
+from sessionstore.sqlite import migrate as sqlite_migrate
 from sessionstore.storage import EventContext
 
 # The views, triggers and full-text index of a file at head, each named after the revision that last made it:
 # a revision that replaces one names its own here.
-AT_HEAD = migrate.OBJECTS_AT_HEAD
+AT_HEAD = schema_revisions.OBJECTS_AT_HEAD
 
 
 def alembic_check(path: Path) -> None:
     """``alembic check`` (autogenerate's compare_metadata, through env.py) on ``path``."""
     config = Config()
-    config.set_main_option("script_location", str(migrate.script_location()))
+    config.set_main_option("script_location", str(schema_revisions.script_location()))
     engine = create_engine(f"sqlite:///{path}")
     try:
         with engine.connect() as conn, conn.begin():
@@ -96,7 +98,7 @@ def test_head_constant_is_the_scripts_head() -> None:
 
 def test_a_new_file_is_built_at_head_with_no_drift_from_the_models(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
-    migrate.prepare_database(path)  # the path SQLiteStorage takes for a new file
+    sqlite_migrate.prepare_database(path)  # the path SQLiteStorage takes for a new file
     assert migrate.current(path) == migrate.HEAD
     alembic_check(path)  # raises on any drift
 
@@ -105,7 +107,7 @@ def test_a_new_file_is_built_at_head_with_no_drift_from_the_models(tmp_path: Pat
     reference = tmp_path / "create_all.db"
     engine = create_engine(f"sqlite:///{reference}")
     Base.metadata.create_all(engine)
-    scripts = ScriptDirectory(str(migrate.script_location()))
+    scripts = ScriptDirectory(str(schema_revisions.script_location()))
     with engine.begin() as conn:
         for name in AT_HEAD:
             for ddl in find(scripts, name, SQLObject).create(scripts):
@@ -124,7 +126,7 @@ def test_a_new_file_is_built_at_head_with_no_drift_from_the_models(tmp_path: Pat
 def test_drift_is_detected(tmp_path: Path) -> None:
     # The check above could pass by comparing nothing: a column the models lack must fail it.
     path = tmp_path / "drift.db"
-    migrate.prepare_database(path)
+    sqlite_migrate.prepare_database(path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.execute("ALTER TABLE events ADD COLUMN stray TEXT")
         conn.commit()
@@ -255,7 +257,7 @@ def test_file_grows_by_at_most_one_and_a_half_times_the_json_it_stores(tmp_path:
     # more events add to the file stays within 1.5x their JSON (the fixed cost
     # of a small file's first pages is not what grows with use).
     path = tmp_path / "size.db"
-    migrate.prepare_database(path)
+    sqlite_migrate.prepare_database(path)
     rng = random.Random(3)
 
     def write(sessions: int) -> tuple[int, int, int]:

@@ -27,7 +27,8 @@ from sessionstore import (
     migrate,
 )
 from sessionstore.codec import legacy_description
-from sessionstore.records import text_at
+from sessionstore.reads import text_at
+from sessionstore.sqlite import migrate as sqlite_migrate
 
 REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]
 Build = Callable[[str], Path]
@@ -147,7 +148,7 @@ def test_a_failing_revision_leaves_the_file_and_its_backup_intact(built: Build, 
     before, original = rows_of(path), sha256(path)
 
     with pytest.raises(MigrationError) as caught:
-        migrate.prepare_database(path, scripts=scripts)
+        sqlite_migrate.prepare_database(path, scripts=scripts)
 
     (backup,) = backups(path)
     assert str(backup) in str(caught.value) and "boom" in str(caught.value)
@@ -171,7 +172,7 @@ async def test_a_file_from_a_newer_version_is_refused_byte_for_byte_untouched(bu
     assert set(before) == {path.name}  # no -wal or -shm left from writing it
 
     with pytest.raises(SchemaTooNewError, match="7f3e9a2c"):
-        migrate.prepare_database(path)
+        sqlite_migrate.prepare_database(path)
     with pytest.raises(SchemaTooNewError, match="newer"):
         async with SQLiteStorage(path):
             pass
@@ -202,7 +203,7 @@ def test_a_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
         conn.commit()
     before = _listing(tmp_path)
     with pytest.raises(SchemaError, match="not a sessionstore database"):
-        migrate.prepare_database(path)
+        sqlite_migrate.prepare_database(path)
     assert _listing(tmp_path) == before
 
 
@@ -235,7 +236,7 @@ _RACER = """
 import sys, time
 from pathlib import Path
 import alembic.command  # loaded before the start line, so neither process has a head start
-from sessionstore.migrate import prepare_database
+from sessionstore.sqlite.migrate import prepare_database
 
 print("ready", flush=True)
 go = Path(sys.argv[2])

@@ -13,9 +13,10 @@ import pytest
 from _pgcli import Spec, child_env, conversation, now, run, write_db
 from pg_server import PostgresServer
 
-from sessionstore import ModelMessage, UserMessage, pgdatabase
+from sessionstore import ModelMessage, UserMessage
 from sessionstore.cli import main
-from sessionstore.database import HEAD
+from sessionstore.postgres import connect as pgdatabase
+from sessionstore.schema.revisions import HEAD
 
 
 def twins(tmp_path: Path, url: str, specs: list[Spec]) -> tuple[Path, list[str]]:

@@ -27,10 +27,11 @@ from sessionstore import (
     ToolResult,
     UserMessage,
     migrate,
-    pgdatabase,
 )
-from sessionstore.models import Base
 from sessionstore.postgres import PostgresStorage
+from sessionstore.postgres import migrate as pgmigrate
+from sessionstore.schema import revisions as schema_revisions
+from sessionstore.schema.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
 HEAD, PREVIOUS = [revision for revision, _, _ in migrate.history()][:2]
@@ -82,8 +83,8 @@ def test_a_new_database_is_the_models_and_the_objects_at_head(pg_server: Postgre
         async def build() -> None:
             async with engine.begin() as conn:
                 await conn.run_sync(Base.metadata.create_all)
-                scripts = ScriptDirectory(str(migrate.script_location()))
-                for name in migrate.OBJECTS_AT_HEAD_POSTGRESQL:
+                scripts = ScriptDirectory(str(schema_revisions.script_location()))
+                for name in schema_revisions.OBJECTS_AT_HEAD_POSTGRESQL:
                     for ddl in find(scripts, name, SQLObject).create(scripts):
                         await conn.exec_driver_sql(ddl)
             await engine.dispose()
@@ -106,7 +107,7 @@ def test_drift_is_detected_on_postgresql(pg_url: str) -> None:
 
 
 def test_a_populated_database_goes_down_to_base_and_back_up(pg_empty_url: str) -> None:
-    pgdatabase.migrate(pg_empty_url, "0001")
+    pgmigrate.migrate(pg_empty_url, "0001")
     asyncio.run(
         fetch(
             pg_empty_url,
@@ -118,7 +119,7 @@ def test_a_populated_database_goes_down_to_base_and_back_up(pg_empty_url: str) -
             ' \'{"call_id":"c","name":"ls","arguments":{"path":"/","all":true}}\', now() FROM sessions',
         )
     )
-    assert pgdatabase.migrate(pg_empty_url) == "0001"  # the revision it was at
+    assert pgmigrate.migrate(pg_empty_url) == "0001"  # the revision it was at
     # 0003 filled the new columns as the codec describes those events, without counting a change
     assert asyncio.run(fetch(pg_empty_url, "SELECT role, text, text_path FROM events ORDER BY position")) == [
         ("user", None, "$.content"),
@@ -129,13 +130,13 @@ def test_a_populated_database_goes_down_to_base_and_back_up(pg_empty_url: str) -
         ("user", "from 0001"),
         ("tool_call", 'ls(path="/", all=true)'),
     ]
-    pgdatabase.migrate(pg_empty_url, "base", "downgrade")
-    pgdatabase.migrate(pg_empty_url)
+    pgmigrate.migrate(pg_empty_url, "base", "downgrade")
+    pgmigrate.migrate(pg_empty_url)
     alembic("-x", f"db={pg_empty_url}", "check")
 
 
 def test_two_processes_opening_an_old_database_at_once_migrate_it_once(pg_empty_url: str) -> None:
-    pgdatabase.migrate(pg_empty_url, "0001")
+    pgmigrate.migrate(pg_empty_url, "0001")
     opener = (
         "import asyncio, sys\nfrom sessionstore.postgres import PostgresStorage\n"
         "async def main():\n    async with PostgresStorage(sys.argv[1]) as s:\n"

@@ -14,7 +14,7 @@ from _pgcli import Spec, child_env, conversation, run, script_path, write_db
 from pg_server import PostgresServer
 
 from sessionstore import ModelMessage, ToolCall, ToolResult, UnknownEvent, UserMessage
-from sessionstore.database import HEAD
+from sessionstore.schema.revisions import HEAD
 
 
 def rich() -> list[Spec]:

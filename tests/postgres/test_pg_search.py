@@ -16,8 +16,10 @@ import pytest
 from _pgcli import run, write_both
 from pg_server import PostgresServer
 
-from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, pgdatabase, queries, records
+from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, records
 from sessionstore.errors import NotOnPostgreSQLError
+from sessionstore.postgres import migrate as pgmigrate
+from sessionstore.schema import queries
 
 TEXTS = [
     "Why is the build red? It was green yesterday.",
@@ -51,7 +53,7 @@ def both(pg_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) ->
     """The same sessions in a SQLite file and a PostgreSQL database (written by each storage)."""
     name = pg_server.create_database()
     url = pg_server.url(name)
-    pgdatabase.migrate(url)
+    pgmigrate.migrate(url)
     db = tmp_path_factory.mktemp("search") / "same.db"
     sessions = [
         (uuid4(), [UserMessage(text), ModelMessage(f"answer {n}")], {"cwd": "/w"}) for n, text in enumerate(TEXTS)

@@ -34,9 +34,9 @@ from sessionstore import (
     UnknownEvent,
     UserMessage,
 )
-from sessionstore.database import HEAD
 from sessionstore.errors import DatabaseNotFoundError, DatabaseUnavailableError
 from sessionstore.postgres import PostgresStorage
+from sessionstore.schema.revisions import HEAD
 
 
 async def rows(url: str, sql: str, *args: object) -> list[tuple[Any, ...]]:
@@ -317,9 +317,9 @@ async def test_a_database_from_a_newer_version_is_refused_untouched(pg_url: str)
 
 
 async def test_an_older_database_is_upgraded_on_open_unless_auto_upgrade_is_off(pg_empty_url: str) -> None:
-    from sessionstore import pgdatabase
+    from sessionstore.postgres import migrate as pgmigrate
 
-    await asyncio.to_thread(pgdatabase.migrate, pg_empty_url, "0002")
+    await asyncio.to_thread(pgmigrate.migrate, pg_empty_url, "0002")
     with pytest.raises(SchemaOutOfDateError, match="sessionstore db upgrade --db postgresql"):
         async with PostgresStorage(pg_empty_url, auto_upgrade=False):
             pass

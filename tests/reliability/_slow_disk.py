@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from sessionstore import EventContext, SessionRecord, SQLiteStorage, UserMessage, lane
+from sessionstore import EventContext, SessionRecord, SQLiteStorage, UserMessage
+from sessionstore.sqlite import lane
 
 TICK = 0.001
 STALL = 0.050

@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 from sessionstore import migrate
+from sessionstore.sqlite import migrate as sqlite_migrate
 
 UPGRADE = "import sys; from sessionstore import migrate; migrate.upgrade(sys.argv[1])"
 
 
 def old_file(path: Path) -> None:
     """A file at the previous revision, large enough (~40 MB) that backing it up takes a while."""
-    migrate.prepare_database(path)
+    sqlite_migrate.prepare_database(path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.execute(
             "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at,"

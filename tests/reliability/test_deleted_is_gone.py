@@ -31,8 +31,8 @@ import pytest
 from _support import CHILD_TIMEOUT
 
 from sessionstore import EventContext, ModelMessage, SessionRecord, SessionStore, SQLiteStorage, ToolCall, UserMessage
-from sessionstore import sqlite as sqlite_storage
-from sessionstore.database import SCRUB_WAIT
+from sessionstore.sqlite import storage as sqlite_storage
+from sessionstore.sqlite.connect import SCRUB_WAIT
 
 SCRIPT = Path(sys.executable).parent / "sessionstore"
 DELETE_BOUND = SCRUB_WAIT + 4.0

@@ -15,11 +15,13 @@ from uuid import UUID
 
 from _support import CHILD_TIMEOUT, child
 
-from sessionstore import migrate, queries, records
-from sessionstore.admin import index_new_events
+from sessionstore import records
 from sessionstore.codec import JsonCodec
-from sessionstore.database import connect
 from sessionstore.events import ModelMessage, ToolResult, UserMessage
+from sessionstore.schema import queries
+from sessionstore.sqlite import migrate as sqlite_migrate
+from sessionstore.sqlite.connect import connect
+from sessionstore.sqlite.search import index_new_events
 from sessionstore.transfer import export_sessions
 
 SESSIONS, EVENTS = 8_000, 12  # ~100,000 events: minutes of work in one transaction would starve anyone
@@ -28,7 +30,7 @@ OLD = "2025-01-01 00:00:00.000000"
 
 def build(path: Path, first: int = 0) -> list[str]:
     """Released, long-untouched sessions, written as the storage writes them (index and all)."""
-    migrate.prepare_database(path)
+    sqlite_migrate.prepare_database(path)
     codec = JsonCodec()
     ids = []
     conn = connect(path, synchronous="OFF")

@@ -15,6 +15,7 @@ from uuid import uuid4
 import pytest
 
 from sessionstore import EventContext, SQLiteStorage, UnsafeFileError, UserMessage, admin, migrate
+from sessionstore.sqlite import migrate as sqlite_migrate
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ NOBODY = 65534  # another user: root (CI) can hand a file to it
 def _planted(folder: Path, *, owner: int | None = None, mode_bits: int = 0o600) -> Path:
     """An empty database (and companions) someone else left in a shared folder."""
     db = folder / "agent.db"
-    migrate.prepare_database(db)
+    sqlite_migrate.prepare_database(db)
     for file in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         file.touch()
         os.chmod(file, mode_bits)
@@ -112,7 +113,7 @@ async def test_a_file_that_is_not_the_users_own_is_refused(
 
 async def test_a_companion_that_is_a_link_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
-    migrate.prepare_database(db)
+    sqlite_migrate.prepare_database(db)
     elsewhere = tmp_path / "collected.txt"
     Path(f"{db}-wal").symlink_to(elsewhere)
     with pytest.raises(UnsafeFileError, match="is a symbolic link"):

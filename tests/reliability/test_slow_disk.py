@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from _support import CHILD_TIMEOUT, HERE, child, child_env
 
-from sessionstore import lane
-from sessionstore.database import prepare
+from sessionstore.sqlite import lane
+from sessionstore.sqlite.migrate import prepare
 
 STALL = 0.050
 """The bound: no wake-up of the loop comes later than this while the disk takes 800 ms per fsync."""

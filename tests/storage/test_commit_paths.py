@@ -21,8 +21,9 @@ from uuid import uuid4
 
 import pytest
 
-from sessionstore import EventContext, SQLiteStorage, UserMessage, lane
-from sessionstore import sqlite as sqlite_storage
+from sessionstore import EventContext, SQLiteStorage, UserMessage
+from sessionstore.sqlite import lane
+from sessionstore.sqlite import storage as sqlite_storage
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ async def test_a_slow_commit_keeps_the_loop_off_the_disk_until_commits_are_quick
     writer thread, at first and after one of its own was slow; while commits stay slow it never commits again,
     however long that lasts."""
     monkeypatch.setattr(lane, "RECOVERY_COMMITS", 4)
-    monkeypatch.setattr(sqlite_storage, "INDEX_IDLE", 60.0)  # no indexing in between: each commit is a write
+    monkeypatch.setattr(sqlite_storage, "INDEX_DELAY", 60.0)  # no indexing in between: each commit is a write
     stream = EventContext.for_stream(uuid4())
 
     async with SQLiteStorage(tmp_path / "agent.db") as storage:
@@ -157,7 +158,7 @@ async def test_a_write_too_large_for_the_loop_runs_on_the_writer_thread(
 ) -> None:
     """More rows than LOOP_WRITE_ROWS, more text than LOOP_WRITE_SIZE, a deletion of a whole session, or a history
     the cache does not stand for: never on the loop's thread, and whole and correct all the same."""
-    monkeypatch.setattr(sqlite_storage, "INDEX_IDLE", 60.0)  # no indexing in between: each commit is a write
+    monkeypatch.setattr(sqlite_storage, "INDEX_DELAY", 60.0)  # no indexing in between: each commit is a write
     path = tmp_path / "agent.db"
     stream = EventContext.for_stream(uuid4())
     others = [EventContext.for_stream(uuid4()) for _ in range(3)]
@@ -205,7 +206,7 @@ async def test_the_loop_never_checkpoints_the_wal(
     fsyncs. Never on the loop's thread: on the writer thread's next commit, which comes after LOOP_RUN on the loop
     at the latest (indexing usually brings one sooner; not here)."""
     monkeypatch.setattr(sqlite_storage, "INDEX_EVERY", 10**6)
-    monkeypatch.setattr(sqlite_storage, "INDEX_IDLE", 60.0)
+    monkeypatch.setattr(sqlite_storage, "INDEX_DELAY", 60.0)
     run = 600
     monkeypatch.setattr(lane, "LOOP_RUN", run)
     path = tmp_path / "agent.db"

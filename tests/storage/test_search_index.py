@@ -21,8 +21,11 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from sessionstore import EventContext, ModelMessage, SQLiteStorage, ToolCall, UserMessage, admin, lane, records, sqlite
-from sessionstore.queries import UNINDEXED_EVENTS
+from sessionstore import EventContext, ModelMessage, SQLiteStorage, ToolCall, UserMessage, admin, records
+from sessionstore.schema.queries import UNINDEXED_EVENTS
+from sessionstore.sqlite import lane
+from sessionstore.sqlite import storage as sqlite
+from sessionstore.sqlite.search import index_new_events
 
 WORDS = ["apple", "banana", "cherry", "delta", "echo", "fox_trot", "golf", "hotel", "india", "juliet"]
 
@@ -128,7 +131,7 @@ async def test_after_any_mix_search_agrees_with_a_rebuilt_index(tmp_path: Path, 
                     assert hits(path, word) == hits(rebuilt, word), (step, word)
                 caught_up = copy_of(path, tmp_path)  # the indexed part is exact: a catch-up completes it
                 with sqlite3.connect(caught_up) as conn:
-                    while admin.index_new_events(conn):
+                    while index_new_events(conn):
                         pass
                 index_is_exact(caught_up)
     # Closed: the index is up to date, and equal to a rebuild.
@@ -161,7 +164,7 @@ async def test_search_finds_an_event_not_yet_indexed(tmp_path: Path) -> None:
 
 
 async def test_the_index_trails_by_a_bounded_amount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite, "INDEX_IDLE", 0.2)
+    monkeypatch.setattr(sqlite, "INDEX_DELAY", 0.2)
     path = tmp_path / "agent.db"
     stream = uuid4()
     async with SQLiteStorage(path) as storage:

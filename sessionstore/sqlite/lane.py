@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from .database import transaction
-from .errors import DatabaseBusyError, StorageError, from_sqlite
+from ..errors import DatabaseBusyError, StorageError, from_sqlite
+from .connect import transaction
 
 __all__ = ["AfterCommit", "WriteLane", "Work"]
 
@@ -212,8 +212,9 @@ class WriteLane:
 
         ``background`` work (indexing a batch of events, merging the index) runs
         on the writer thread, in a transaction of its own, when no other write
-        is waiting: a caller's write never shares a commit with it, and waits
-        for at most the one under way.
+        is waiting or once :data:`BACKGROUND_WAITS` transactions of other writes
+        went first (so a steady stream of writes cannot starve it): a caller's
+        write never shares a commit with it, and waits for at most the one under way.
 
         The thread answers a whole transaction's callers with one call back
         into the event loop, and the next transaction starts only after they

@@ -1,14 +1,20 @@
-"""Every statement sessionstore runs on its tables, each written once.
+"""The statements both databases share, each written once.
 
-The storage's writer and readers and the operations behind the command line
-all run these. They are plain SQL with ``:named`` parameters over the tables
-and the two views, in the part of SQL that SQLite and PostgreSQL share
-(``RETURNING``, ``ON CONFLICT``, row values): where the dialects differ (JSON,
-full-text search, the title rule), the difference lives in the views, which
-each database's migrations define; full-text search (:data:`SEARCH`, FTS5) is
-SQLite's own. ``sqlite3`` runs them as they are; SQLAlchemy's ``text()`` runs
-them on PostgreSQL (:class:`sessionstore.pgdatabase.Connection`). The few that
+The storages' writers and readers and the commands behind the command line run
+these. They are plain SQL with ``:named`` parameters over the tables and the two
+views, in the part of SQL that SQLite and PostgreSQL share (``RETURNING``,
+``ON CONFLICT``, row values): where the dialects differ (JSON, full-text search,
+the title rule), the difference lives in the views, which each database's
+migrations define; full-text search (:data:`SEARCH`, FTS5) is SQLite's own.
+``sqlite3`` runs them as they are; SQLAlchemy's ``text()`` runs them on
+PostgreSQL (:class:`sessionstore.postgres.connect.PgConnection`). The few that
 cannot be the same have a ``_POSTGRESQL`` variant beside them.
+
+Not every statement is here: what only one database has stays in its own
+package (SQLite's ``PRAGMA`` checks and FTS5 maintenance in
+:mod:`sessionstore.sqlite.backend` and :mod:`sessionstore.sqlite.search`;
+PostgreSQL's one-statement appends, advisory holds and catalogue checks in
+:mod:`sessionstore.postgres.storage` and :mod:`sessionstore.postgres.backend`).
 """
 
 from __future__ import annotations

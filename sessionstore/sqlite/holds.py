@@ -17,37 +17,21 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import struct
-import sys
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
-
-from .errors import SessionHeldError
 
 try:
     import fcntl
 except ImportError:  # Windows: no fcntl, and so no locks other processes see (see SUPPORTED)
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["BASE", "PG_LOCK_CLASS", "SUPPORTED", "Holds", "held_error", "holder", "pg_lock_key"]
+__all__ = ["BASE", "SUPPORTED", "Holds"]
 
 BASE = 1 << 50
 """Byte offset of session id 0's lock: beyond any real file, and beyond SQLite's own lock bytes (1 GiB + 512)."""
 
 _SPAN = 1 << 50  # ids wrap here (never reached: ids are allocated one by one)
-
-PG_LOCK_CLASS = 0x5E55_0007
-"""On PostgreSQL a hold is the advisory lock ``(PG_LOCK_CLASS, pg_lock_key(id))`` on the holder's connection: it dies
-with the connection, whichever host that is on, and ``pg_locks`` shows it (the first of its two keys, a constant of
-sessionstore's, keeps it apart from other applications' advisory locks)."""
-
-
-def pg_lock_key(session: int) -> int:
-    """The second key of a session's advisory lock (int4; ids wrap at 2**31, never reached in practice)."""
-    return session % (1 << 31)
-
 
 SUPPORTED = fcntl is not None and hasattr(fcntl, "F_OFD_SETLK")
 """Open-file-description locks exist here (Linux). Elsewhere a hold is this storage's own bookkeeping only."""
@@ -125,22 +109,6 @@ class Holds:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-
-
-def holder() -> str:
-    """This process as ``sessions.held_by`` names a holder: ``pid 4242 on laptop (example.py) since ... UTC``.
-
-    The program is its file's name only: a command line may carry secrets.
-    """
-    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}) since {since} UTC"
-
-
-def held_error(sid: str, marked: str | None) -> SessionHeldError:
-    """The one message for a session another storage holds, naming the holder as its mark says."""
-    who = marked or "another storage of this database (it has not marked who yet)"
-    return SessionHeldError(f"session {sid} is held by {who}: only its holder may write it until it lets it go")
 
 
 def _offset(session: int) -> int:

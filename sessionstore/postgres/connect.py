@@ -1,85 +1,80 @@
-"""The one place a PostgreSQL database is reached: its URL, its engine, its errors, its schema revision.
+"""The one place a PostgreSQL database is reached: its URL's redaction, its engine, its errors, its revision.
 
-What :mod:`sessionstore.database` is for a SQLite file, this is for a server:
+What :mod:`sessionstore.sqlite.connect` is for a SQLite file, this is for a server:
 
-* a database is named by a URL, ``postgresql://user:password@host:port/name`` (``postgresql+asyncpg://`` and
-  ``postgres://`` too); anything else is a SQLite path. The password is never shown: every message and repr
-  uses :func:`redacted`;
+* a database is named by a URL (:func:`sessionstore.backend.open_backend` tells one from a path). The password
+  is never shown: every message and repr uses :func:`redacted`;
 * the engine is SQLAlchemy's async engine over asyncpg; ``json`` columns come back as their stored text
   (sessionstore decodes them itself, and an export is the stored bytes);
-* the schema is brought to :data:`~sessionstore.database.HEAD` before first use, under a transaction-scoped
-  advisory lock that every sessionstore process on every host takes (:data:`MIGRATION_LOCK`), so two processes
-  opening an old database migrate it once; PostgreSQL's DDL is transactional, so a failed migration leaves it
-  as it was, and a database at a revision this code does not know is refused untouched.
+* the commands' statements run on a :class:`PgConnection` (a :class:`~sessionstore.reads.Connection`) inside
+  :func:`blocking`.
 
-Nothing here imports asyncpg or SQLAlchemy's asyncio support until a database is actually reached:
-``import sessionstore`` pays for neither.
+Nothing here imports asyncpg or SQLAlchemy's asyncio support until a database is actually reached.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from . import queries
-from .database import HEAD, judge_revision
-from .errors import (
+from ..errors import (
     DatabaseBusyError,
     DatabaseFullError,
     DatabaseNotFoundError,
     DatabaseReadOnlyError,
     DatabaseUnavailableError,
     EventEncodeError,
-    MigrationError,
-    SchemaOutOfDateError,
     StorageError,
 )
+from ..schema import queries
+from ..schema.revisions import judge_revision
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from .migrate import Direction
 
 __all__ = [
-    "MIGRATION_LOCK",
+    "PG_LOCK_CLASS",
     "SCHEMES",
     "PgConnection",
     "bind",
+    "check_url",
     "blocking",
     "connected",
-    "either",
     "engine",
     "from_postgres",
-    "is_url",
-    "migrate",
-    "prepare",
+    "null_pool",
+    "pg_lock_key",
     "read_revision",
     "redacted",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 SCHEMES = ("postgresql://", "postgresql+asyncpg://", "postgres://")
-"""How a database URL starts; a ``--db`` (or ``-x db=``) that starts otherwise is a SQLite file's path."""
-
-MIGRATION_LOCK = 0x5E55_0000_0000_0001
-"""The advisory lock key a migration holds for its whole transaction (``pg_advisory_xact_lock``): one number,
-the same in every process on every host, that nothing else in sessionstore takes."""
-
-UPGRADE_COMMAND = "sessionstore db upgrade --db {url}"
+"""How a PostgreSQL URL starts; a ``--db`` (or ``-x db=``) that starts otherwise is a SQLite file's path."""
 
 
-def is_url(db: object) -> bool:
-    """Whether ``db`` names a PostgreSQL database (a URL) rather than a SQLite file."""
-    return isinstance(db, str) and db.startswith(SCHEMES)
+def check_url(url: object) -> str:
+    """``url``, if it names a PostgreSQL database; else :class:`ValueError` (a storage given a path by mistake)."""
+    if not (isinstance(url, str) and url.startswith(SCHEMES)):
+        raise ValueError(f"not a PostgreSQL URL: {redacted(str(url))!r} (postgresql://...)")
+    return url
+
+
+PG_LOCK_CLASS = 0x5E55_0007
+"""On PostgreSQL a hold is the advisory lock ``(PG_LOCK_CLASS, pg_lock_key(id))`` on the holder's connection: it dies
+with the connection, whichever host that is on, and ``pg_locks`` shows it (the first of its two keys, a constant of
+sessionstore's, keeps it apart from other applications' advisory locks)."""
+
+
+def pg_lock_key(session: int) -> int:
+    """The second key of a session's advisory lock (int4; ids wrap at 2**31, never reached in practice)."""
+    return session % (1 << 31)
 
 
 def redacted(url: str) -> str:
@@ -186,117 +181,6 @@ def from_postgres(exc: BaseException, url: str) -> StorageError:
     return error
 
 
-async def prepare(url: str, *, auto_upgrade: bool = True) -> None:
-    """Make the database at ``url`` a sessionstore database at :data:`HEAD` before first use.
-
-    At head: one query. Anything else is :func:`migrate`'s, in a worker thread (Alembic runs its own loop
-    there), which builds, upgrades or refuses it under the migration lock.
-    """
-    eng = engine(url, poolclass=_null_pool())
-    try:
-        async with eng.connect() as conn:
-            revision, _ = await conn.run_sync(read_revision)
-    except Exception as exc:
-        raise from_postgres(exc, url) from exc
-    finally:
-        await eng.dispose()
-    if revision == HEAD:
-        return
-    await asyncio.to_thread(migrate, url, "head", "upgrade", auto_upgrade=auto_upgrade)
-
-
-def _null_pool() -> Any:
-    from sqlalchemy.pool import NullPool
-
-    return NullPool
-
-
-def run_locked(url: str, work: Callable[[Connection], Any]) -> Any:
-    """Run ``work`` (on a sync connection) inside one transaction holding the migration lock; commit if it returns.
-
-    For Alembic's ``env.py`` (the ``alembic`` command) and :func:`migrate`. It blocks: called where an event loop
-    runs, it runs in a thread of its own (Alembic is synchronous, asyncpg is not).
-    """
-
-    async def run() -> Any:
-        from sqlalchemy import text
-
-        eng = engine(url, poolclass=_null_pool())
-        try:
-            async with eng.connect() as conn:
-                await conn.begin()
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
-                result = await conn.run_sync(work)
-                await conn.commit()
-                return result
-        finally:
-            await eng.dispose()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run())
-    with ThreadPoolExecutor(1, thread_name_prefix="sessionstore-migrate") as thread:
-        return thread.submit(asyncio.run, run()).result()
-
-
-def migrate(
-    url: str,
-    revision: str = "head",
-    direction: Direction = "upgrade",
-    *,
-    auto_upgrade: bool = True,
-    scripts: Any = None,
-) -> str | None:
-    """Move the database at ``url`` to ``revision`` under the migration lock, in one transaction.
-
-    Returns the revision it was at. A database at a revision these scripts do not know, or with tables but no
-    revision, is refused untouched; one at an older revision with ``auto_upgrade`` off raises
-    :class:`SchemaOutOfDateError` naming the command that upgrades it.
-    """
-    from . import migrate as files
-
-    directory = files._scripts(scripts)
-    target = files._resolve(directory, revision)
-    where = redacted(url)
-
-    def work(conn: Connection) -> str | None:
-        found, populated = read_revision(conn)
-        files._refuse_unknown(directory, where, found, populated)  # type: ignore[arg-type]
-        if found == target:
-            return found
-        if found is not None and not auto_upgrade:
-            raise SchemaOutOfDateError(
-                f"{where} is at schema revision {found}, older than this sessionstore's {target}, and auto-upgrade"
-                f" is off; upgrade it with: {UPGRADE_COMMAND.format(url=where)}"
-            )
-        files.check_direction(directory, where, found, target, direction)
-        try:
-            files.run_revisions(conn, directory, target, direction)
-        except Exception as exc:
-            raise MigrationError(
-                f"{direction} of {where} from {found or 'base'} to {target or 'base'} failed and was rolled back:"
-                f" the database is as it was ({type(exc).__name__}: {exc})"
-            ) from exc
-        return found
-
-    try:
-        found: str | None = run_locked(url, work)
-    except StorageError:
-        raise
-    except Exception as exc:
-        raise from_postgres(exc, url) from exc
-    return found
-
-
-def read_revision(conn: Connection) -> tuple[str | None, bool]:
-    """``(revision, has_other_tables)`` of the database's current schema, as for a SQLite file."""
-    tables = conn.exec_driver_sql("SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()")
-    return judge_revision(
-        [str(row[0]) for row in tables], lambda: conn.exec_driver_sql(queries.REVISION).all(), "the database"
-    )
-
-
 # -- the same statements as on SQLite, through one small adapter ---------------------------------------
 
 # Parameters the statements name that hold times: bound as naive UTC datetimes (``timestamp without time
@@ -317,39 +201,26 @@ def bind(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class PgConnection:
-    """A PostgreSQL connection that runs :mod:`sessionstore.queries`' statements the way ``sqlite3`` runs them.
+    """A :class:`~sessionstore.reads.Connection` to PostgreSQL: the commands' statements with ``:named``
+    parameters, rows back as tuples, and :meth:`transaction`.
 
-    The subset of ``sqlite3.Connection`` that records, admin and transfer use: ``execute(sql, params)`` with
-    ``:named`` parameters (rows come back as tuples, iterable, with ``fetchone``/``fetchall``), ``executemany``,
-    ``in_transaction``, and SQLite's ``BEGIN``/``COMMIT``/``ROLLBACK`` as SQLAlchemy's transaction. So the one
-    function that answers a question answers it on either database. It is SQLAlchemy's synchronous
-    ``Connection`` over asyncpg, so it is used inside :func:`blocking` (a greenlet; see :func:`either`).
+    It is SQLAlchemy's synchronous ``Connection`` over asyncpg, so it is used inside :func:`blocking` (a greenlet,
+    as the PostgreSQL backend runs every command).
     """
-
-    dialect = "postgresql"
 
     def __init__(self, conn: Any, url: str) -> None:
         self._conn = conn
         self.url = redacted(url)
 
     def __repr__(self) -> str:
-        return f"<sessionstore.pgdatabase.PgConnection {self.url}>"
+        return f"<sessionstore.postgres.connect.PgConnection {self.url}>"
 
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
-        word = sql.strip().upper()
-        if word in ("BEGIN", "BEGIN IMMEDIATE"):
-            if not self._conn.in_transaction():
-                self._conn.begin()
-            return None
-        if word in ("COMMIT", "ROLLBACK"):
-            if self._conn.in_transaction():
-                (self._conn.commit if word == "COMMIT" else self._conn.rollback)()
-            return None
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None, /) -> Any:
         from sqlalchemy import text
 
         return self._conn.execute(text(sql), bind(params or {}))
 
-    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]], /) -> None:
         from sqlalchemy import text
 
         if rows:
@@ -358,6 +229,18 @@ class PgConnection:
     @property
     def in_transaction(self) -> bool:
         return bool(self._conn.in_transaction())
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[PgConnection]:
+        """One transaction: committed if the block ends, rolled back if it raises."""
+        if not self._conn.in_transaction():
+            self._conn.begin()
+        try:
+            yield self
+            self._conn.commit()
+        finally:
+            if self._conn.in_transaction():
+                self._conn.rollback()
 
     def revision(self) -> str | None:
         return read_revision(self._conn)[0]
@@ -380,7 +263,7 @@ def connected(url: str, *, write: bool = False) -> Iterator[PgConnection]:
     """
     from sqlalchemy.util.concurrency import await_only
 
-    eng = engine(url, poolclass=_null_pool())
+    eng = engine(url, poolclass=null_pool())
     errors = _db_errors()
     try:
         try:
@@ -422,21 +305,15 @@ def blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return thread.submit(asyncio.run, run()).result()
 
 
-def either(fn: F) -> F:
-    """Let a command's function take a SQLite path or a PostgreSQL URL as its first argument.
+def null_pool() -> Any:
+    from sqlalchemy.pool import NullPool
 
-    A path runs ``fn`` as it is (nothing more is imported); a URL runs it in :func:`blocking`, where its
-    connection (``records.reading``, ``admin.writable``) is a :class:`PgConnection`. A generator's items are
-    gathered first (the connection closes with the greenlet).
-    """
-    gather = inspect.isgeneratorfunction(fn)
+    return NullPool
 
-    @functools.wraps(fn)
-    def run(db: Any, *args: Any, **kwargs: Any) -> Any:
-        if not is_url(db):
-            return fn(db, *args, **kwargs)
-        if gather:
-            return iter(blocking(lambda: list(fn(db, *args, **kwargs))))
-        return blocking(fn, db, *args, **kwargs)
 
-    return run  # type: ignore[return-value]
+def read_revision(conn: Connection) -> tuple[str | None, bool]:
+    """``(revision, has_other_tables)`` of the database's current schema, as for a SQLite file."""
+    tables = conn.exec_driver_sql("SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()")
+    return judge_revision(
+        [str(row[0]) for row in tables], lambda: conn.exec_driver_sql(queries.REVISION).all(), "the database"
+    )

@@ -3,14 +3,15 @@
 How it keeps conversations safe:
 
 * WAL journal, ``synchronous=FULL`` by default, foreign keys on, a busy
-  timeout (:mod:`sessionstore.database`). Every write transaction starts with
+  timeout (:mod:`sessionstore.sqlite.connect`). Every write transaction starts with
   ``BEGIN IMMEDIATE``, so two processes queue for the write lock instead of
   failing with "database is locked".
-* All writes of one storage go through its write lane (:mod:`sessionstore.lane`):
-  one writer thread, whole transactions, group commit, and every call returns
-  only after its own commit. Reads run the same functions as the command line
-  (:mod:`sessionstore.records`) on a few reader threads and never wait for the
-  writer: WAL readers see the last committed state.
+* All writes of one storage go through its write lane (:mod:`sessionstore.sqlite.lane`):
+  whole transactions, group commit, committed on the event loop's thread while
+  commits are quick and on a writer thread otherwise, and every call returns
+  only after its own commit. Reads run on a few reader threads (the catalogue's
+  with the same functions as the command line, :mod:`sessionstore.reads`) and
+  never wait for the writer: WAL readers see the last committed state.
 * ``set_history`` writes only what changed: the common prefix of the stored
   and the new history is left alone. An unchanged event is recognised as the
   same object when the codec's events are frozen, else by its stored text;
@@ -34,24 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import queries, records
-from .codec import Codec, JsonCodec, decode_all, describe_row
-from .database import (
+from ..codec import Codec, JsonCodec, decode_all, describe_row
+from ..errors import StorageError, from_sqlite
+from ..reads import load_session, session_page
+from ..schema import queries
+from ..storage import (
     BUSY_TIMEOUT,
-    SCRUB_WAIT,
-    SYNCHRONOUS,
-    Synchronous,
-    connect,
-    deleted_mark,
-    mark_deleted,
-    prepare,
-    scrub_log,
-    transaction,
-)
-from .errors import StorageError, from_sqlite
-from .holds import Holds, held_error, holder
-from .lane import Work, WriteLane, size_unknown, will_write
-from .storage import (
     UPDATED_AT_SLACK,
     ContextLike,
     SessionPage,
@@ -59,6 +48,8 @@ from .storage import (
     StreamId,
     annotate_context,
     check_limit,
+    held_error,
+    holder,
     missing_parent,
     opened_from,
     record_row,
@@ -66,6 +57,21 @@ from .storage import (
     storable_text,
     utc_text,
 )
+from .connect import (
+    SCRUB_WAIT,
+    SYNCHRONOUS,
+    Synchronous,
+    connect,
+    deleted_mark,
+    mark_deleted,
+    scrub_log,
+    transaction,
+)
+from .holds import Holds
+from .lane import Work, WriteLane, size_unknown, will_write
+from .migrate import prepare
+from .reads import history, stored_events
+from .search import index_new_events, merge_index
 
 __all__ = ["SQLiteStorage"]
 
@@ -77,20 +83,23 @@ wrote last, kept so a read or a ``set_history`` of an unchanged history costs no
 few times their text in memory."""
 INDEX_EVERY = 256
 """A storage brings the full-text index up to date (in transactions of their own) once it has written this many
-events since it last did, within ``INDEX_IDLE`` seconds of its writes, and when it closes: appends commit without
-indexing (revision 0005), and search reads the few events not yet indexed directly."""
-INDEX_IDLE = 1.0
+events since it last did, :data:`INDEX_DELAY` after the first write it has not indexed, and when it closes:
+appends commit without indexing (revision 0005), and search reads the few events not yet indexed directly."""
+INDEX_DELAY = 1.0
+"""Seconds from the first event written since the index was last brought up to date to the time it is (a timer
+started by that write, not moved by the writes after it: a steady trickle of writes is indexed every second)."""
 SCRUB_RETRY = 0.5
 """Seconds between two tries, in the background, to finish removing deleted text that another process's older
-snapshot held in the file (:func:`database.scrub_log`): it is gone within this long of that process letting go.
-A try that finds the snapshot still held costs a connection and a lock taken and given back at once."""
+snapshot held in the file (:func:`~sessionstore.sqlite.connect.scrub_log`): it is gone within this long of that
+process letting go. A try that finds the snapshot still held costs a connection and a lock taken
+and given back at once."""
 
 
 def _history_and_size(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[str, str]], int] | None:
-    """:func:`records.history`, and the size of its payloads (what the cache counts), summed on the reader's
-    thread while the rows it just made are in that core's cache: on the event loop's thread, for a history of
-    10,000 events, 1.7-2 ms instead of 0.3."""
-    found = records.history(conn, sid)
+    """:func:`~sessionstore.sqlite.reads.history`, and the size of its payloads (what the cache counts), summed on
+    the reader's thread while the rows it just made are in that core's cache: on the event loop's thread,
+    for a history of 10,000 events, 1.7-2 ms instead of 0.3."""
+    found = history(conn, sid)
     if found is None:
         return None
     row_id, revision, rows = found
@@ -254,7 +263,7 @@ class SQLiteStorage:
 
     def _prepare(self) -> tuple[bool, int]:
         """Bring the file to head and open the first reader; whether the full-text index trails the events, and
-        the file's mark of deleted text left in it (:func:`database.mark_deleted`)."""
+        the file's mark of deleted text left in it (:func:`~sessionstore.sqlite.connect.mark_deleted`)."""
         prepare(
             self.path,
             auto_upgrade=self.auto_upgrade,
@@ -377,7 +386,7 @@ class SQLiteStorage:
         if unindexed >= INDEX_EVERY:
             self._start_indexing()
         elif self._index_timer is None:
-            self._index_timer = loop.call_later(INDEX_IDLE, self._start_indexing)
+            self._index_timer = loop.call_later(INDEX_DELAY, self._start_indexing)
 
     def _start_indexing(self) -> None:
         """Bring the index up to date now, in the background (unless that is under way already)."""
@@ -388,8 +397,6 @@ class SQLiteStorage:
             self._indexing = self._loop.create_task(self._index())
 
     async def _index(self) -> None:
-        from .admin import index_new_events  # the maintenance module: not loaded by `import sessionstore`
-
         def work(conn: sqlite3.Connection) -> tuple[tuple[bool, int], None]:
             return (index_new_events(conn), deleted_mark(conn)), None
 
@@ -414,12 +421,11 @@ class SQLiteStorage:
 
     async def _merge_index(self) -> None:
         """Merge the full-text index's segments until the deleted events' words are gone from them: a step per
-        transaction, in the background, interleaved with the lane's other writes (see admin.forget_deleted)."""
+        transaction, in the background, interleaved with the lane's other writes (as the SQLite backend's
+        ``forget_deleted``)."""
 
         def merge(conn: sqlite3.Connection) -> tuple[bool, None]:
-            before = conn.total_changes
-            conn.execute(queries.MERGE_INDEX)
-            return conn.total_changes - before > 1, None
+            return merge_index(conn), None
 
         while await self._submit(merge, background=True):
             pass
@@ -587,7 +593,7 @@ class SQLiteStorage:
                 size_unknown()  # the stored history is read first (revision 0: it has never had an event)
             keep = 0
             # The file's (type, payload) rows, when this process's cache cannot stand for them.
-            stored: list[tuple[str, str]] | None = None if cached is not None else records.stored_events(conn, row_id)
+            stored: list[tuple[str, str]] | None = None if cached is not None else stored_events(conn, row_id)
             if encoded is not None:
                 stored_texts: list[Any] = cached.items if cached is not None else stored or []
                 stored_count = len(stored_texts)
@@ -656,8 +662,9 @@ class SQLiteStorage:
 
         Returns once the deletion is committed and, unless another process holds an older snapshot of the file
         (a ``sqlite3`` shell inside a transaction, a backup, a replicator), the deleted text is gone; if one
-        does, after :data:`database.SCRUB_WAIT` at most, and the storage removes the text in the background as
-        soon as that process lets go (when it closes, or the next storage to open the file, at the latest).
+        does, after :data:`~sessionstore.sqlite.connect.SCRUB_WAIT` at most, and the storage removes the text in the
+        background as soon as that process lets go (when it closes, or the next storage to open the file, at the
+        latest).
         """
         sid = session_id_of(stream_id)
 
@@ -691,7 +698,7 @@ class SQLiteStorage:
         await self._submit(work)
 
     async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
-        return await self._read(records.load_session, session_id_of(stream_id))
+        return await self._read(load_session, session_id_of(stream_id))
 
     async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
         params = {
@@ -772,6 +779,6 @@ class SQLiteStorage:
         self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> SessionPage:
         """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time (see
-        :func:`records.session_page`)."""
+        :func:`~sessionstore.reads.session_page`)."""
         check_limit(limit)
-        return await self._read(lambda conn: records.session_page(conn, cwd=cwd, cursor=cursor, limit=limit))
+        return await self._read(lambda conn: session_page(conn, cwd=cwd, cursor=cursor, limit=limit))

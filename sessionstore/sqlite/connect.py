@@ -1,7 +1,7 @@
-"""The one place a database file is opened: its path, its connection settings, its creation.
+"""The one place a SQLite database file is opened: its path, its connection settings, its creation.
 
 Everything that touches a sessionstore file (the storage's writer and readers,
-the migration runner, Alembic's ``env.py``, the command line) connects through
+the migration runner, Alembic's ``env.py``, the command line's backend) connects through
 :func:`connect`, so the settings that keep a file safe are written once:
 
 * a path is a file name, never a URL: ``?``, ``%``, ``#``, spaces and newlines
@@ -22,25 +22,25 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from . import queries
-from .errors import (
+from ..errors import (
     DatabaseBusyError,
     DatabaseNotFoundError,
     DatabaseReadOnlyError,
     NotADatabaseError,
-    SchemaTooNewError,
     StorageError,
     UnsafeFileError,
     from_sqlite,
 )
+from ..schema import queries
+from ..schema.revisions import judge_revision
+from ..storage import BUSY_TIMEOUT
 
 __all__ = [
     "BUSY_TIMEOUT",
-    "HEAD",
     "Synchronous",
     "SCRUB_WAIT",
     "check_private",
@@ -48,20 +48,11 @@ __all__ = [
     "create_file",
     "deleted_mark",
     "ensure_wal",
-    "judge_revision",
     "mark_deleted",
-    "prepare",
     "read_revision",
     "scrub_log",
     "transaction",
 ]
-
-BUSY_TIMEOUT = 30.0
-"""Seconds a write waits for another process's write lock before :class:`DatabaseBusyError`."""
-
-HEAD = "0007"
-"""The newest schema revision (``migrations/versions``), known without Alembic so that opening a file at
-head imports nothing more; a test fails if it falls behind the scripts."""
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 SYNCHRONOUS: tuple[Synchronous, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -153,22 +144,6 @@ def read_revision(conn: sqlite3.Connection, path: object = "the database") -> tu
     return judge_revision(tables, lambda: conn.execute(queries.REVISION).fetchall(), path)
 
 
-def judge_revision(
-    tables: Iterable[str], versions: Callable[[], Sequence[Sequence[object]]], where: object
-) -> tuple[str | None, bool]:
-    """:func:`read_revision`'s rule, for either database: ``tables`` are the database's table names,
-    ``versions()`` reads the rows of ``alembic_version`` (asked only when it exists)."""
-    names = set(tables)
-    populated = bool(names - {"alembic_version", "sqlite_sequence"})
-    if "alembic_version" not in names:
-        return None, populated
-    rows = versions()
-    if len(rows) > 1:
-        heads = ", ".join(sorted(str(row[0]) for row in rows))
-        raise SchemaTooNewError(f"{where} records several schema revisions ({heads}); it is refused and left untouched")
-    return (str(rows[0][0]) if rows else None), populated
-
-
 def check_private(path: Path) -> None:
     """Refuse a database whose file or companions belong to another user, or that others may write.
 
@@ -193,40 +168,6 @@ def check_private(path: Path) -> None:
                 f"{file} can be written by other users (mode {stat.S_IMODE(info.st_mode):04o}): chmod 600 it,"
                 " or open it with allow_shared_file=True if that is intended"
             )
-
-
-def prepare(
-    path: Path, *, auto_upgrade: bool = True, busy_timeout: float = BUSY_TIMEOUT, allow_shared_file: bool = False
-) -> None:
-    """Make ``path`` a sessionstore database at :data:`HEAD` before first use.
-
-    Creates it (private) if missing. A file already at head costs one query and
-    imports nothing more; anything else is the migration runner's
-    (:func:`sessionstore.migrate.prepare_database`), which builds, upgrades or
-    refuses it.
-    """
-    created = create_file(path)
-    if not allow_shared_file:
-        check_private(path)
-    conn = connect(path, busy_timeout=busy_timeout, create=True)
-    try:
-        revision, _ = read_revision(conn, path)
-        if revision == HEAD:
-            ensure_wal(conn, path, busy_timeout)
-            return
-    except sqlite3.Error as exc:
-        raise from_sqlite(exc, path) from exc
-    finally:
-        conn.close()
-    from . import migrate
-
-    try:
-        migrate.prepare_database(path, auto_upgrade=auto_upgrade, busy_timeout=busy_timeout)
-    except BaseException:
-        if created and path.stat().st_size == 0:  # a failed first build leaves nothing behind
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        raise
 
 
 SCRUB_WAIT = 1.0

@@ -24,14 +24,13 @@ define them (``migrations/sqlobjects.py``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
     CheckConstraint,
     DateTime,
-    Dialect,
     ForeignKey,
     Index,
     Integer,
@@ -56,20 +55,12 @@ NAMING = {
 
 
 class UtcDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes in, aware UTC datetimes out; naive UTC text on disk."""
+    """Every timestamp column: naive UTC on disk (``timestamp without time zone``; text on SQLite). The storages
+    write and read it themselves (:func:`sessionstore.storage.utc_text`, :func:`~sessionstore.storage.stamp`): the
+    models describe the schema for Alembic, and run no statement."""
 
     impl = DateTime
     cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("timestamps must be timezone-aware")
-        return value.astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=UTC)
 
 
 class Base(DeclarativeBase):

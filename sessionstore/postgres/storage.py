@@ -36,13 +36,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from . import pgdatabase, queries
-from .codec import Codec, JsonCodec, describe_row
-from .database import BUSY_TIMEOUT
-from .errors import StorageError
-from .holds import PG_LOCK_CLASS, held_error, holder, pg_lock_key
-from .records import record_of
-from .storage import (
+from ..codec import Codec, JsonCodec, describe_row
+from ..errors import StorageError
+from ..reads import record_of
+from ..schema import queries
+from ..storage import (
+    BUSY_TIMEOUT,
     UPDATED_AT_SLACK,
     ContextLike,
     SessionPage,
@@ -51,6 +50,8 @@ from .storage import (
     annotate_context,
     check_limit,
     decode_cursor,
+    held_error,
+    holder,
     missing_parent,
     opened_from,
     page_of,
@@ -58,6 +59,9 @@ from .storage import (
     session_id_of,
     storable_text,
 )
+from . import connect as pg
+from .connect import PG_LOCK_CLASS, pg_lock_key
+from .migrate import prepare
 
 __all__ = ["PostgresStorage"]
 
@@ -317,14 +321,13 @@ class PostgresStorage:
         lock_timeout: float = BUSY_TIMEOUT,
         pool_size: int = 5,
     ) -> None:
-        if not pgdatabase.is_url(url):
-            raise ValueError(f"not a PostgreSQL URL: {pgdatabase.redacted(str(url))!r} (postgresql://...)")
+        pg.check_url(url)
         if lock_timeout < 0:
             raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
         self._url = url
-        self.url = pgdatabase.redacted(url)
+        self.url = pg.redacted(url)
         """The URL with its password hidden."""
         self.codec: Codec = codec if codec is not None else JsonCodec()
         annotate_context(self, self.codec)
@@ -376,11 +379,11 @@ class PostgresStorage:
         async with self._opening:
             if self._engine is None:
                 try:
-                    await pgdatabase.prepare(self._url, auto_upgrade=self.auto_upgrade)
+                    await prepare(self._url, auto_upgrade=self.auto_upgrade)
                 except _DB_ERRORS as exc:
-                    raise pgdatabase.from_postgres(exc, self._url) from exc
+                    raise pg.from_postgres(exc, self._url) from exc
                 settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-                engine = pgdatabase.engine(
+                engine = pg.engine(
                     self._url,
                     ping=False,
                     pool_size=self.pool_size,
@@ -468,7 +471,7 @@ class PostgresStorage:
             async with engine.begin() as conn:
                 return await work(conn)
         except _DB_ERRORS as exc:
-            raise pgdatabase.from_postgres(exc, self._url) from exc
+            raise pg.from_postgres(exc, self._url) from exc
 
     async def _read(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         engine = await self._ready()
@@ -476,7 +479,7 @@ class PostgresStorage:
             async with engine.connect() as conn:
                 return await read(conn)
         except _DB_ERRORS as exc:
-            raise pgdatabase.from_postgres(exc, self._url) from exc
+            raise pg.from_postgres(exc, self._url) from exc
 
     # -- inside a write transaction -------------------------------------------------------
 
@@ -530,7 +533,7 @@ class PostgresStorage:
                 if await appenders.append(sid, values):
                     return
             except _DB_ERRORS as exc:
-                raise pgdatabase.from_postgres(exc, self._url) from exc
+                raise pg.from_postgres(exc, self._url) from exc
 
             # Another writer of this session committed meanwhile, or holds its row: lock, then append.
             async def the_long_way(conn: AsyncConnection) -> None:
@@ -600,7 +603,7 @@ class PostgresStorage:
     # -- SessionCatalog -----------------------------------------------------------------------
 
     async def save_session(self, record: SessionRecord) -> None:
-        params = pgdatabase.bind(record_row(record))  # times as datetimes, released a boolean
+        params = pg.bind(record_row(record))  # times as datetimes, released a boolean
 
         async def work(conn: AsyncConnection) -> None:
             await conn.execute(text(queries.UPSERT_SESSION), params)
@@ -662,7 +665,7 @@ class PostgresStorage:
                     await conn.execute("SELECT pg_advisory_unlock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id))
                     raise
             except _DB_ERRORS as exc:
-                raise pgdatabase.from_postgres(exc, self._url) from exc
+                raise pg.from_postgres(exc, self._url) from exc
             self._held[sid] = int(row_id)
 
     async def let_go(self, stream_id: StreamId) -> None:
@@ -677,7 +680,7 @@ class PostgresStorage:
                 await conn.execute(_UNMARK_HELD, row_id, self._holder)
                 await conn.execute("SELECT pg_advisory_unlock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id))
             except _DB_ERRORS as exc:
-                raise pgdatabase.from_postgres(exc, self._url) from exc
+                raise pg.from_postgres(exc, self._url) from exc
 
     async def _holds_connection(self) -> Any:
         """The connection this storage's holds are taken on, made on first use; dead holders' marks cleared then."""

@@ -1,0 +1,420 @@
+"""The reads every database answers with the shared statements: a connection in, records out.
+
+The storages (for their catalogue) and the commands (through their backend) call
+these on an open connection: a ``Connection``, or the PostgreSQL
+backend's :class:`~sessionstore.postgres.connect.PgConnection`, both of which
+are a :class:`Connection`. Nothing here knows which database it reads; where the
+two differ, the backend answers (:mod:`sessionstore.backend`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from .errors import AmbiguousSessionIdError, NoSuchSessionError
+from .schema import queries
+from .schema.revisions import HEAD
+from .storage import SessionPage, SessionRecord, check_limit, decode_cursor, page_of, stamp, utc_text
+
+__all__ = [
+    "CheckReport",
+    "Connection",
+    "SearchHit",
+    "Stats",
+    "StoredEvent",
+    "StoredSession",
+    "events_of",
+    "iter_sessions",
+    "load_session",
+    "parent_of",
+    "record_of",
+    "resolve",
+    "resolve_all",
+    "session_page",
+    "stored_session",
+    "text_at",
+]
+
+
+class Connection(Protocol):
+    """What the reads and the commands use of a connection: ``execute`` with ``:named`` parameters, rows back as
+    tuples (iterable, ``fetchone``, ``fetchall``). ``Connection`` is one as it is."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One event row as stored: the payload is its JSON text, undecoded; ``text`` is what a person reads."""
+
+    position: int
+    type: str
+    payload: str
+    created_at: datetime
+    role: str | None = None
+    text: str | None = None
+    # Where the text sits in the payload, when it is not stored on its own.
+    text_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        try:
+            payload: Any = json.loads(self.payload)
+        except ValueError:
+            payload = self.payload  # edited by hand into something that is not JSON: shown as it is
+        return {
+            "position": self.position,
+            "type": self.type,
+            "payload": payload,
+            "role": self.role,
+            "text": self.text,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A session as ``show`` reads it: its record, its events, and its subagents, each a ``StoredSession``,
+    oldest first."""
+
+    record: SessionRecord
+    events: list[StoredEvent]
+    subagents: list[StoredSession] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    session_id: str
+    title: str | None
+    position: int
+    type: str
+    snippet: str
+    role: str | None = None
+    # The session this hit's session is a subagent of (None: a session of its own).
+    parent_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "title": self.title,
+            "parent_id": self.parent_id,
+            "position": self.position,
+            "type": self.type,
+            "role": self.role,
+            "snippet": self.snippet,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counts and sizes. On PostgreSQL ``path`` is the URL (password hidden), ``file_size`` the database's size
+    (``pg_database_size``) and ``tables_size`` that of sessionstore's tables with their indexes."""
+
+    path: str
+    sessions: int
+    released: int
+    events: int
+    event_types: dict[str, int] = field(default_factory=dict)
+    file_size: int = 0
+    wal_size: int = 0
+    revision: str | None = None
+    head: str = HEAD
+    database: str = "sqlite"
+    tables_size: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        extra = {"database": self.database, "tables_size": self.tables_size} if self.database != "sqlite" else {}
+        return {
+            **extra,
+            "path": self.path,
+            "sessions": self.sessions,
+            "released": self.released,
+            "events": self.events,
+            "event_types": self.event_types,
+            "file_size": self.file_size,
+            "wal_size": self.wal_size,
+            "revision": self.revision,
+            "head": self.head,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """What ``sessionstore check`` found; every list is empty (``integrity`` is ``["ok"]``) on a healthy file.
+
+    ``schema_objects``: views and triggers missing or not as this version
+    defines them; ``search_index``: events the full-text index cannot find, or
+    its errors. Both are what ``check --repair`` mends; ``repaired`` says what it did.
+    ``unindexed``: how many of the newest events the index does not hold yet (not a
+    problem: writers index in batches, and search reads those events directly).
+    ``leftovers``: scratch files beside the file that a killed command left (:mod:`scratch`), one line each;
+    they hold conversation text, so they are not ok, and ``check --repair`` (or the next import) removes them.
+    ``deleted_text_left``: deleted text may still be in the file's pages and its
+    write-ahead log, because another process held an older snapshot when it was
+    deleted (:data:`LEFT_IN_LOG`; not damage: it goes once that process lets go).
+    """
+
+    integrity: list[str]
+    foreign_keys: list[str]
+    revision: str | None
+    head: str = HEAD
+    schema_objects: list[str] = field(default_factory=list)
+    search_index: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    unindexed: int = 0
+    leftovers: list[str] = field(default_factory=list)
+    deleted_text_left: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.integrity in (["ok"], [])  # [] on PostgreSQL: no file of pages to check
+            and not self.foreign_keys
+            and self.revision == self.head
+            and not self.schema_objects
+            and not self.search_index
+            and not self.leftovers
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "integrity": self.integrity,
+            "foreign_keys": self.foreign_keys,
+            "revision": self.revision,
+            "head": self.head,
+            "schema_objects": self.schema_objects,
+            "search_index": self.search_index,
+            "repaired": self.repaired,
+            "unindexed": self.unindexed,
+            "leftovers": self.leftovers,
+            "deleted_text_left": self.deleted_text_left,
+        }
+
+
+# A limit past what SQLite's integers hold means "all of them".
+_SQL_INT_MAX = 2**63 - 1
+
+
+def parent_of(conn: Connection, sid: str) -> str | None:
+    """The id of the session ``sid`` is a subagent of, or None."""
+    row = conn.execute(queries.PARENT_OF, {"sid": sid}).fetchone()
+    return None if row is None else str(row[0])
+
+
+# -- session records ------------------------------------------------------------------------------
+
+_UNREADABLE = "sessionstore.unreadable"
+
+
+def record_of(row: Sequence[Any]) -> SessionRecord:
+    """A :data:`queries.OVERVIEW` row as a record.
+
+    The one policy for a JSON column edited by hand into something else: the
+    record is still listed, the column reads as empty, and its raw text is kept
+    under ``meta["sessionstore.unreadable"][column]``, so nothing is silently lost.
+    """
+    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events, parent = row
+    unreadable: dict[str, str] = {}
+    directories = _json_column(dirs, list, "additional_directories", unreadable)
+    mcp_servers = _json_column(servers, list, "mcp_servers", unreadable)
+    meta_value = _json_column(meta, dict, "meta", unreadable)
+    if unreadable:
+        meta_value = {**meta_value, _UNREADABLE: unreadable}
+    return SessionRecord(
+        session_id=str(sid),
+        cwd=str(cwd),
+        additional_directories=directories,
+        mcp_servers=mcp_servers,
+        meta=meta_value,
+        title=title,
+        created_at=stamp(created),
+        updated_at=stamp(updated),
+        released=bool(released),
+        parent_id=None if parent is None else str(parent),
+        events=int(events),
+        derived_title=title is not None and not title_set,
+    )
+
+
+def _json_column(text: object, kind: type, name: str, unreadable: dict[str, str]) -> Any:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if isinstance(value, kind):
+        return value
+    if text is not None:
+        unreadable[name] = str(text)
+    return kind()
+
+
+# The sessions of a file from before session_overview had every column it lists (revision 0006): stored
+# titles only, counts included, no subagents (nothing linked them before 0006).
+_LEGACY_OVERVIEW = (
+    "(SELECT session_id, title, title IS NOT NULL AS title_set, cwd, additional_directories, mcp_servers, meta,"
+    " created_at, updated_at, released, (SELECT count(*) FROM events AS c WHERE c.session = sessions.id) AS events,"
+    " NULL AS parent_id FROM sessions) AS session_overview"
+)
+
+
+def _overview(sql: str, current: bool) -> str:
+    return sql if current else sql.replace("FROM session_overview", f"FROM {_LEGACY_OVERVIEW}")
+
+
+def iter_sessions(
+    conn: Connection,
+    *,
+    cwd: str | None = None,
+    limit: int | None = None,
+    where: str = "",
+    current: bool = True,
+    **params: Any,
+) -> Iterator[SessionRecord]:
+    """Sessions most recently active first, one at a time (a listing of every session never holds them all)."""
+    sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
+    bound = None if limit is None else min(limit, _SQL_INT_MAX)
+    for row in conn.execute(_overview(sql, current), {"cwd": cwd, "limit": bound, **params}):
+        yield record_of(row)
+
+
+def session_page(
+    conn: Connection, *, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+) -> SessionPage:
+    """One page of sessions, newest first by creation, after ``cursor`` (see :class:`~sessionstore.SessionCatalog`).
+
+    By creation, not last activity: ``created_at`` never changes, so a walk
+    through the pages lists every session that exists for the whole walk
+    exactly once, however sessions are written meanwhile. Subagents are not
+    listed: they belong to their session (:func:`read_session`).
+    """
+    check_limit(limit)
+    params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else min(limit + 1, _SQL_INT_MAX)}
+    if cursor is not None:
+        when, after = decode_cursor(cursor)
+        params.update(before=utc_text(when), before_id=after)
+    sql = queries.list_sessions(
+        cwd=cwd is not None,
+        after=cursor is not None,
+        limit=limit is not None,
+        where=queries.TOP_LEVEL,
+        order="created_at",
+    )
+    rows = [record_of(row) for row in conn.execute(sql, params)]
+    return page_of(rows, limit)
+
+
+def load_session(conn: Connection, sid: str, *, current: bool = True) -> SessionRecord | None:
+    """The stored record of one session (its title only if one was set), or ``None``."""
+    sql = _overview(queries.OVERVIEW + " WHERE session_id = :sid", current)
+    rows = conn.execute(sql, {"sid": sid}).fetchall()
+    if not rows:
+        return None
+    record = record_of(rows[0])
+    return replace(record, title=None, derived_title=False) if record.derived_title else record
+
+
+# -- ids ------------------------------------------------------------------------------------------
+
+
+def resolve(conn: Connection, prefix: str) -> str:
+    """The full id of the one stored session whose id starts with ``prefix`` (dashes and case ignored)."""
+    cleaned = prefix.strip().lower().replace("-", "")
+    if not cleaned or len(cleaned) > 32 or re.fullmatch(r"[0-9a-f]+", cleaned) is None:
+        raise NoSuchSessionError(f"not a session id: {prefix!r} (ids are hex digits; any unique prefix works)")
+    rows = conn.execute(queries.RESOLVE_PREFIX, {"low": cleaned, "high": cleaned + "g"}).fetchall()
+    if not rows:
+        raise NoSuchSessionError(f"no session matches {prefix!r}")
+    if len(rows) > 1:
+        ids = [str(r[0]) for r in rows]
+        # As many digits as it takes to tell the candidates apart (git does the same).
+        width = max(8, 1 + max(_common(a, b) for a, b in itertools.pairwise(ids)))
+        shown = ", ".join(sid[:width] for sid in ids[:5]) + (", ..." if len(ids) > 5 else "")
+        raise AmbiguousSessionIdError(f"{prefix!r} is ambiguous: it matches {shown}; give more digits")
+    return str(rows[0][0])
+
+
+def _common(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def resolve_all(conn: Connection, prefixes: Sequence[str]) -> list[str]:
+    """Each prefix's full id, in order, each once; the first that matches none or several fails them all."""
+    ids: list[str] = []
+    for prefix in prefixes:
+        sid = resolve(conn, prefix)
+        if sid not in ids:
+            ids.append(sid)
+    return ids
+
+
+# -- events ------------------------------------------------------------------------------------------
+
+
+def text_at(payload: str, path: str) -> str | None:
+    """The text at a simple JSON path (``$.a.b``, ``$.a[0]``, ``$."$key"``) of a payload; ``None`` if not there.
+
+    A string is returned as it is; a list or an object as its compact JSON (as
+    SQLite's ``json_extract`` gives them); anything else as its JSON text.
+    """
+    try:
+        value: Any = json.loads(payload)
+    except ValueError:
+        return None
+    for quoted, plain, index in re.findall(r'\.(?:"([^"]*)"|([^.\[]+))|\[(\d+)\]', path.removeprefix("$")):
+        name = quoted or plain
+        if name and isinstance(value, dict) and name in value:
+            value = value[name]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return None
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def events_of(conn: Connection, sid: str, *, current: bool = True) -> list[StoredEvent]:
+    """A session's events as stored, each with its role and text, in order."""
+    if not current and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
+        return _legacy_events(conn, sid)
+    events = []
+    for position, kind, payload, created, role, text, path in conn.execute(queries.EVENTS_OF, {"sid": sid}):
+        shown = text_at(payload, path) if path is not None else text
+        events.append(StoredEvent(int(position), str(kind), str(payload), stamp(created), role, shown, path))
+    return events
+
+
+def _legacy_events(conn: Connection, sid: str) -> list[StoredEvent]:
+    # A file from before revision 0003 stores no role or text: only sessionstore's own
+    # event types existed then, and its codec describes them.
+    from .codec import legacy_description
+
+    rows = conn.execute(
+        "SELECT e.position, e.type, e.payload, e.created_at FROM events AS e JOIN sessions AS s"
+        " ON s.id = e.session WHERE s.session_id = :sid ORDER BY e.position",
+        {"sid": sid},
+    )
+    events = []
+    for position, kind, payload, created in rows:
+        role, text, path = legacy_description(str(kind), str(payload))
+        events.append(StoredEvent(int(position), str(kind), str(payload), stamp(created), role, text, path))
+    return events
+
+
+def stored_session(conn: Connection, sid: str, current: bool, seen: set[str]) -> StoredSession:
+    seen.add(sid)  # a loop of parents made by hand ends here
+    (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
+    children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
+    subagents = [stored_session(conn, child, current, seen) for child in children if child not in seen]
+    return StoredSession(record, events_of(conn, sid, current=current), subagents)
