@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import os
 import socket
@@ -123,13 +124,19 @@ def missing_parent(stream_id: StreamId, parent: StreamId) -> ParentSessionMissin
 
 
 def holder() -> str:
-    """This process as ``sessions.held_by`` names a holder: ``pid 4242 on laptop (example.py) since ... UTC``.
+    """A storage of this process as ``sessions.held_by`` names a holder:
+    ``pid 4242 on laptop (example.py, storage 1) since 2026-12-02 10:11:12 UTC``.
 
-    The program is its file's name only: a command line may carry secrets.
+    The program is its file's name only (a command line may carry secrets); the storage's number tells apart two
+    storages of one process, which hold apart too.
     """
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
     since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}) since {since} UTC"
+    storage = next(_storages)
+    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}, storage {storage}) since {since} UTC"
+
+
+_storages = itertools.count(1)
 
 
 def held_error(sid: str, marked: str | None) -> SessionHeldError:

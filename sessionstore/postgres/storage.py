@@ -170,12 +170,15 @@ WITH input AS (
 SELECT target.session_id FROM appended JOIN target ON target.id = appended.session
 """
 
-# Whether another connection holds a session (``sessions`` in scope): its advisory lock (holds.PG_LOCK_CLASS,
-# $10) taken by a backend other than this storage's holds connection ($11). A session held elsewhere is not
-# appended to by the one-statement appends: it goes the long way, which refuses it (SessionHeldError).
+# Whether another connection holds a session (``sessions`` in scope): marked held by someone other than this
+# storage ($11, its holder text), and that mark's advisory lock (holds.PG_LOCK_CLASS, $10) taken. The lock table is
+# looked at only for a session marked held by another (a holder marks its hold in an update of the row, after
+# taking the lock: an append that locked the row first commits before that mark, as if before the hold). A session
+# held elsewhere is not appended to by the one-statement appends: it goes the long way, which refuses it.
 HELD_ELSEWHERE = (
-    "EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND classid = $10::oid"
-    " AND objid = (sessions.id % 2147483648)::oid AND objsubid = 2 AND pid <> $11)"
+    "sessions.held_by IS NOT NULL AND sessions.held_by <> $11 AND EXISTS (SELECT FROM pg_locks"
+    " WHERE locktype = 'advisory' AND classid = $10::oid AND objid = (sessions.id % 2147483648)::oid"
+    " AND objsubid = 2)"
 )
 APPEND_ONE = APPEND_ONE.replace("{HELD}", HELD_ELSEWHERE)
 APPEND_MANY = APPEND_MANY.replace("{HELD}", HELD_ELSEWHERE)
@@ -199,7 +202,7 @@ class _Appenders:
     trip and one commit for many sessions' events rather than one each.
     """
 
-    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int) -> None:
+    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int, holder: str) -> None:
         self._connect = connect
         self._slots: asyncio.Queue[Any] = asyncio.Queue()  # an open connection, or None: a free slot to fill
         for _ in range(size):
@@ -207,7 +210,9 @@ class _Appenders:
         # Batches waiting for a connection, oldest first: session id -> (values, the caller's future).
         self._pending: list[dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]] = []
         self._runners: set[asyncio.Task[None]] = set()
-        # The backend of the storage's holds connection: its advisory locks are this storage's own holds.
+        # How the storage marks its own holds (a session so marked is not held elsewhere), and the backend of its
+        # holds connection, whose advisory locks are its own.
+        self.holder = holder
         self.holder_pid = 0
 
     def connect(self) -> Awaitable[Any]:
@@ -221,7 +226,7 @@ class _Appenders:
             conn = await self.acquire()  # free: no wait
             try:
                 now = _now()
-                guard = (PG_LOCK_CLASS, self.holder_pid)
+                guard = (PG_LOCK_CLASS, self.holder)
                 return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values, *guard) is not None
             finally:
                 self.release(conn)
@@ -248,7 +253,7 @@ class _Appenders:
         try:
             now = _now()
             columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
-            guard = (PG_LOCK_CLASS, self.holder_pid)
+            guard = (PG_LOCK_CLASS, self.holder)
             found = {
                 row[0]
                 for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns, *guard)
@@ -345,7 +350,7 @@ class PostgresStorage:
         self._held: dict[str, int] = {}
         self._holds: Any = None
         self._holds_lock = asyncio.Lock()
-        self._holder = holder()
+        self._holder = holder()  # how its holds are marked, and how its appends know its own marks
         self._orphans: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
@@ -395,7 +400,7 @@ class PostgresStorage:
                 async def connect() -> Any:
                     return await asyncpg.connect(*args, **options, server_settings=settings)
 
-                self._appenders = _Appenders(connect, self.pool_size)
+                self._appenders = _Appenders(connect, self.pool_size, self._holder)
                 self._engine = engine
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.url}")
             return self._engine

@@ -87,8 +87,8 @@ class Session(Base):
     # The session this one's stream was opened from (an AG2 subagent's), set when the row is made and never
     # changed; its subagents go with it (revision 0006).
     parent: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    # Who holds the session (a registry has it live), for people: "pid 4242 on laptop (example.py) since ...".
-    # Whether that holder still lives is its lock's to say (sessionstore/holds.py; revision 0007).
+    # Who holds the session (a registry has it live), for people: "pid 4242 on laptop (example.py, storage 1)
+    # since ...". Whether that holder still lives is its lock's to say (sessionstore/holds.py; revision 0007).
     held_by: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (

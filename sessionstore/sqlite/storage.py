@@ -270,18 +270,18 @@ class SQLiteStorage:
             busy_timeout=self.busy_timeout,
             allow_shared_file=self.allow_shared_file,
         )
-        self._clear_dead_holders()
         reader = self._reader()
+        self._clear_dead_holders(reader)
         self._idle_readers.put(reader)
         return reader.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0] is not None, deleted_mark(reader)
 
-    def _clear_dead_holders(self) -> None:
-        """Clear the marks of holders whose locks are gone (processes that ended without letting go)."""
-        with contextlib.closing(self._connection()) as conn:
-            dead = [(row_id, who) for row_id, who in conn.execute(queries.MARKED_HELD) if not self._held(row_id)]
-            if dead:
-                with transaction(conn, self.path):
-                    conn.executemany(queries.CLEAR_HOLDER, [{"id": row_id, "who": who} for row_id, who in dead])
+    def _clear_dead_holders(self, reader: sqlite3.Connection) -> None:
+        """Clear the marks of holders whose locks are gone (processes that ended without letting go); a write
+        connection is opened only when there are some."""
+        dead = [(row_id, who) for row_id, who in reader.execute(queries.MARKED_HELD) if not self._held(row_id)]
+        if dead:
+            with contextlib.closing(self._connection()) as conn, transaction(conn, self.path):
+                conn.executemany(queries.CLEAR_HOLDER, [{"id": row_id, "who": who} for row_id, who in dead])
 
     def _held(self, row_id: int) -> bool:
         return self._holds.holds(row_id) or self._holds.held_elsewhere(row_id)
