@@ -7,7 +7,7 @@ Create Date: 2026-12-02
 Two agent processes on one file (two editor windows on the default database) could both adopt one session: the
 second "repaired" a turn the first was still running, and the transcript got two results for one tool call. A
 registry now holds each session it has live; the hold itself is a lock that dies with its process (on SQLite an
-open-file-description lock on the database file, ``sessionstore/holds.py``; on PostgreSQL an advisory lock on the
+open-file-description lock on the database file, ``sessionstore/sqlite/holds.py``; on PostgreSQL an advisory lock on the
 holder's connection), and ``sessions.held_by`` says, for people, who holds it: ``pid 4242 on laptop (example.py,
 storage 1) since 2026-12-02 10:11:12 UTC``. The lock alone says whether that holder still lives: a storage clears
 the marks of holders that died when it opens the file, and the commands say "held" only when the lock is held.

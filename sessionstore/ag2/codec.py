@@ -414,7 +414,7 @@ class AG2Codec:
             "$enum": self._build_enum,
             "$pydantic": self._build_model,
             "$exception": self._build_exception,
-            "$stored_value": _build_stored_value,
+            "$stored_value": StoredValue.of,
             "$arm": Arm,
             "$path": _build_path,
         }
@@ -883,10 +883,6 @@ def _build_path(name: str, text: Any) -> PurePath:
         cls = Path  # the concrete class of this system (a PosixPath cannot be made on Windows, and back)
     path: PurePath = cls(text)
     return path
-
-
-def _build_stored_value(type_name: str, value: Any) -> StoredValue:
-    return StoredValue.of(type_name, value)
 
 
 def _as_json(value: Any) -> Any:

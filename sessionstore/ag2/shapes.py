@@ -286,13 +286,15 @@ class _Optional(Shape):
 class _Union(Shape):
     """``A | B | None``: a value is written by its own member's shape; reading picks the member the data matches."""
 
-    __slots__ = ("by_class", "by_name", "mapping", "models", "sequence")
+    __slots__ = ("by_class", "by_name", "enums", "mapping", "models", "protos", "sequence")
 
     def __init__(self, members: list[Shape]) -> None:
         classed = [m for m in members if isinstance(m, (_Model, _Proto, _Dataclass, _Enum))]
         self.by_class: dict[type, Shape] = {m.cls: m for m in classed}
         self.by_name: dict[str, Shape] = {m.cls.__qualname__: m for m in classed}
         self.models = [m for m in members if isinstance(m, _Model)]
+        self.protos = [m for m in members if isinstance(m, _Proto)]
+        self.enums = [m for m in members if isinstance(m, _Enum)]
         self.sequence = next((m for m in members if isinstance(m, _Sequence)), None)
         self.mapping = next((m for m in members if isinstance(m, _Mapping)), None)
 
@@ -313,8 +315,8 @@ class _Union(Shape):
         out = member.encode(value, path, extend)
         if isinstance(member, _Model) and not (isinstance(out, dict) and self.pick(out) is member):
             return {"$arm": [type(value).__qualname__, out]}  # the data alone would pick another member
-        if isinstance(member, _Proto) and sum(isinstance(m, _Proto) for m in self.by_class.values()) > 1:
-            return {"$arm": [type(value).__qualname__, out]}
+        if isinstance(member, _Proto) and len(self.protos) > 1:
+            return {"$arm": [type(value).__qualname__, out]}  # bytes alone do not say which message
         return out
 
     def build(self, raw: Any) -> Any:
@@ -330,16 +332,13 @@ class _Union(Shape):
             return self.mapping.build(raw) if self.mapping is not None else raw
         if isinstance(raw, (list, tuple)) and self.sequence is not None:
             return self.sequence.build(raw)
-        if isinstance(raw, bytes):
-            protos = [m for m in self.by_class.values() if isinstance(m, _Proto)]
-            if protos:
-                return protos[0].build(raw)
+        if isinstance(raw, bytes) and self.protos:
+            return self.protos[0].build(raw)
         if isinstance(raw, (str, int, float)):
-            for member in self.by_class.values():
-                if isinstance(member, _Enum):
-                    built = member.build(raw)
-                    if built is not raw:
-                        return built
+            for enum in self.enums:
+                built = enum.build(raw)
+                if built is not raw:
+                    return built
         return raw
 
 

@@ -171,7 +171,7 @@ SELECT target.session_id FROM appended JOIN target ON target.id = appended.sessi
 """
 
 # Whether another connection holds a session (``sessions`` in scope): marked held by someone other than this
-# storage ($11, its holder text), and that mark's advisory lock (holds.PG_LOCK_CLASS, $10) taken. The lock table is
+# storage ($11, its holder text), and that mark's advisory lock (connect.PG_LOCK_CLASS, $10) taken. The lock table is
 # looked at only for a session marked held by another (a holder marks its hold in an update of the row, after
 # taking the lock: an append that locked the row first commits before that mark, as if before the hold). A session
 # held elsewhere is not appended to by the one-statement appends: it goes the long way, which refuses it.

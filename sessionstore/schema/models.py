@@ -88,7 +88,7 @@ class Session(Base):
     # changed; its subagents go with it (revision 0006).
     parent: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     # Who holds the session (a registry has it live), for people: "pid 4242 on laptop (example.py, storage 1)
-    # since ...". Whether that holder still lives is its lock's to say (sessionstore/holds.py; revision 0007).
+    # since ...". Whether that holder still lives is its lock's to say (sqlite/holds.py; revision 0007).
     held_by: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (

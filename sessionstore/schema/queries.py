@@ -108,7 +108,7 @@ LET_GO_SESSION = "UPDATE sessions SET held_by = NULL WHERE id = :id AND held_by 
 MARKED_HELD = "SELECT id, held_by FROM sessions WHERE held_by IS NOT NULL"
 MARKED_HOLDERS = "SELECT id, session_id, held_by FROM sessions WHERE held_by IS NOT NULL"
 PARENT_OF = "SELECT p.session_id FROM sessions AS s JOIN sessions AS p ON p.id = s.parent WHERE s.session_id = :sid"
-# The advisory locks held now on PostgreSQL (holds.PG_LOCK_CLASS; a two-key lock's objsubid is 2).
+# The advisory locks held now on PostgreSQL (postgres/connect.PG_LOCK_CLASS; a two-key lock's objsubid is 2).
 ADVISORY_HOLDS_POSTGRESQL = (
     "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND classid = :class AND objsubid = 2 AND granted"
 )
