@@ -877,14 +877,14 @@ async def test_a_real_agent_turn_is_stored_and_each_call_and_result_is_told_once
     async with SQLiteStorage(db, codec=codec) as storage:  # read back from the file, not from a cache
         history = list(await storage.get_history(stream))
     told = [(role, text) for role, text, _ in map(codec.describe, history) if role is not None]
-    assert told[:5] == [
+    assert told[:3] == [
         ("user", "Weather in Paris?"),
         ("tool_call", 'weather(city="Paris")'),
         ("tool", "sunny in Paris"),
-        ("tool_call", "boom(n=3)"),
-        ("tool_call", "nope()"),
     ]
-    # The two calls of one response run concurrently: their results land in either order.
+    # The two calls of one response run concurrently: AG2 publishes their calls, then their results, in either order
+    # (CI saw both orders); the store keeps the order they were published in.
+    assert sorted(told[3:5]) == [("tool_call", "boom(n=3)"), ("tool_call", "nope()")]
     assert sorted(told[5:7]) == [("tool", "ToolNotFoundError: Tool `nope` not found"), ("tool", "ValueError: bad 3")]
     assert told[7:] == [
         ("tool_call", "chart()"),
