@@ -30,6 +30,7 @@ from ..errors import (
     DatabaseUnavailableError,
     EventEncodeError,
     StorageError,
+    install_hint,
 )
 from ..schema import queries
 from ..schema.revisions import judge_revision
@@ -91,10 +92,7 @@ def _async_url(url: str) -> Any:
     try:
         import asyncpg  # type: ignore[import-untyped]  # noqa: F401
     except ModuleNotFoundError:
-        raise StorageError(
-            f"{redacted(url)} is a PostgreSQL database: install sessionstore's postgres extra"
-            " (pip install 'sessionstore[postgres]')"
-        ) from None
+        raise StorageError(f"{redacted(url)} is a PostgreSQL database: {install_hint('postgres')}") from None
     from sqlalchemy.engine import make_url
 
     try:
