@@ -243,6 +243,10 @@ class PgConnection:
     def revision(self) -> str | None:
         return read_revision(self._conn)[0]
 
+    def revision_and_tables(self) -> tuple[str | None, bool]:
+        """The revision, and whether the database holds any other table (see :func:`judge_revision`)."""
+        return read_revision(self._conn)
+
 
 def _db_errors() -> tuple[type[BaseException], ...]:
     import asyncpg
