@@ -44,11 +44,6 @@ _INDEX_VALID = (
     "SELECT i.indisvalid AND i.indisready FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
     " WHERE c.relname = 'events_fts' AND c.relnamespace = current_schema()::regnamespace"
 )
-# Events whose session row is gone (the foreign key stops it, unless it was dropped or triggers disabled).
-_ORPHANS = (
-    "SELECT e.id, e.session FROM events AS e LEFT JOIN sessions AS s ON s.id = e.session WHERE s.id IS NULL"
-    " ORDER BY e.id LIMIT 10"
-)
 
 
 class PostgresBackend:
@@ -169,7 +164,7 @@ class PostgresBackend:
             revision = self.revision(conn)
             foreign = [
                 f"events row {event} points at a missing sessions row {session}"
-                for event, session in conn.execute(_ORPHANS)
+                for event, session in conn.execute(queries.ORPHAN_EVENTS_POSTGRESQL)
             ]
             stored = {f"{kind} {name}" for kind, name in conn.execute(_OBJECTS)}
             wanted = objects_at_head(postgresql=True)

@@ -93,10 +93,8 @@ _HELD_BY_ANOTHER = (
     " AND objid = CAST(:key AS oid) AND objsubid = 2 AND pid <> :mine)"
 )
 # A bare row for a session written before it was saved (or a subagent's stream); another writer may have made it
-# meanwhile. (released is a boolean here: PostgreSQL has no integer-to-boolean assignment.)
-NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").replace(
-    " RETURNING id", " ON CONFLICT (session_id) DO NOTHING RETURNING id"
-)
+# meanwhile.
+NEW_SESSION = queries.NEW_SESSION_POSTGRESQL
 
 # An append in one statement, one round trip, committed on its own: lock the session's row (making it if it is
 # missing, stamping updated_at if stale), then insert the event at the next position. One statement has one
