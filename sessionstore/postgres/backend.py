@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
 from ..batches import in_batches
-from ..errors import NotADatabaseError, NotOnPostgreSQLError
+from ..errors import NotOnPostgreSQLError
 from ..reads import CheckReport, Connection, SearchHit, Stats
 from ..schema import queries
-from ..schema.revisions import HEAD, Direction, behind, objects_at_head
+from ..schema.revisions import HEAD, Direction, behind, not_ours, objects_at_head
 from . import migrate, search
 from .connect import PG_LOCK_CLASS, PgConnection, blocking, connected, pg_lock_key, redacted
 
@@ -91,9 +91,9 @@ class PostgresBackend:
             yield conn
 
     def _usable(self, conn: PgConnection, does: str) -> None:
-        revision = conn.revision()
+        revision, populated = conn.revision_and_tables()
         if revision is None:
-            raise NotADatabaseError(f"{self.name} is not a sessionstore database (it has no schema revision)")
+            raise not_ours(self.name, populated)
         if revision != HEAD:
             raise behind(self.name, revision, does)
 

@@ -30,6 +30,7 @@ from ..errors import (
     DatabaseUnavailableError,
     EventEncodeError,
     StorageError,
+    install_hint,
 )
 from ..schema import queries
 from ..schema.revisions import judge_revision
@@ -91,10 +92,7 @@ def _async_url(url: str) -> Any:
     try:
         import asyncpg  # type: ignore[import-untyped]  # noqa: F401
     except ModuleNotFoundError:
-        raise StorageError(
-            f"{redacted(url)} is a PostgreSQL database: install sessionstore's postgres extra"
-            " (pip install 'sessionstore[postgres]')"
-        ) from None
+        raise StorageError(f"{redacted(url)} is a PostgreSQL database: {install_hint('postgres')}") from None
     from sqlalchemy.engine import make_url
 
     try:
@@ -244,6 +242,10 @@ class PgConnection:
 
     def revision(self) -> str | None:
         return read_revision(self._conn)[0]
+
+    def revision_and_tables(self) -> tuple[str | None, bool]:
+        """The revision, and whether the database holds any other table (see :func:`judge_revision`)."""
+        return read_revision(self._conn)
 
 
 def _db_errors() -> tuple[type[BaseException], ...]:

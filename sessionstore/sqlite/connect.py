@@ -37,7 +37,7 @@ from ..errors import (
     from_sqlite,
 )
 from ..schema import queries
-from ..schema.revisions import judge_revision
+from ..schema.revisions import judge_revision, not_ours
 from ..storage import BUSY_TIMEOUT
 
 __all__ = [
@@ -108,7 +108,7 @@ def connect(
         if check_tables:
             names = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not {"sessions", "events"} <= names:
-                raise NotADatabaseError(f"{path} is not a sessionstore database (it has no sessions and events tables)")
+                raise not_ours(path, populated=bool(names - {"alembic_version", "sqlite_sequence"}))
     except BaseException as exc:
         conn.close()
         if isinstance(exc, sqlite3.Error):
