@@ -210,11 +210,11 @@ def scrub_log(path: Path, mark: int, wait: float = SCRUB_WAIT) -> bool:
     until a scrub that began after it.
 
     On a file a replicator copies (:func:`replicated`), sessionstore never
-    checkpoints: that is the replicator's job, and it keeps a read transaction
-    open for good, so emptying the log would mean holding the write lock while
-    waiting for it (every agent's write stalled behind that wait). Instead
-    :func:`_past_restart` clears the mark once the log has restarted since the
-    delete. Elsewhere the log is copied into the file and emptied
+    empties the log, nor waits for anyone: checkpoints are the replicator's job,
+    and it keeps a read transaction open for good, so emptying the log would
+    mean holding the write lock while waiting for it (every agent's write
+    stalled behind that wait, 1 s at each delete). Instead :func:`_past_restart`
+    clears the mark once the log has restarted since the delete. Elsewhere the log is copied into the file and emptied
     (``wal_checkpoint(TRUNCATE)``), which needs a moment when no other process
     holds a snapshot older than the log's end: this waits ``wait`` seconds at
     most for that (and for the write lock), then returns False and leaves the
@@ -252,7 +252,7 @@ write lock while it copies the log)."""
 
 
 def replicated(conn: sqlite3.Connection) -> bool:
-    """Whether a replicator (Litestream) copies this file's write-ahead log: it has created its tables in it.
+    """Whether Litestream replicates this file, or did: its tables are in it (they stay after it stops).
 
     Litestream asks applications to leave checkpoints to it: it copies each
     generation of the log to its replicas before it lets the log restart, and a
@@ -280,26 +280,45 @@ def _past_restart(conn: sqlite3.Connection, path: Path, mark: int) -> bool:
     writes; the rest of them stay in the file past its end, with the deleted
     text, so they are cut off (:func:`_cut_earlier_generations`), as SQLite
     itself cuts them when ``journal_size_limit`` is set on the connection that
-    restarts the log (the replicator's, here). The generation is read with the
-    write lock held (no frame is written and the log cannot restart meanwhile).
-    The first look after the delete only notes the generation: it may have
-    begun before the delete committed.
+    restarts the log (the replicator's, here). The first look after the delete
+    only notes the generation: it may have begun before the delete committed.
+
+    Litestream restarts the log at its checkpoints. Where nothing holds the log
+    back (Litestream stopped, and its tables stay; a file restored from its
+    replica), a passive checkpoint copies all of it into the file (it waits for
+    no one, and never restarts the log itself) and a write of the file's own
+    mark restarts it here; while Litestream runs, its read transaction keeps
+    the passive checkpoint from copying the frames written since its last one.
     """
     wal = Path(f"{path}-wal")
     info = os.stat(path)
     key = (info.st_dev, info.st_ino, mark)
     with transaction(conn, path):
-        salts = _log_salts(wal)
-        with _generations_lock:
-            if salts is not None and _generations_seen.setdefault(key, salts) == salts:
-                for other in [k for k in _generations_seen if k[:2] == key[:2] and k != key]:
-                    del _generations_seen[other]  # an older mark's, superseded by this one
-                return False  # the first look since the delete, or no restart since
-            _generations_seen.pop(key, None)
-        if salts is not None:
-            _cut_earlier_generations(wal, salts)
-        if mark:
-            _clear_mark(conn, mark)
+        if _scrubbed(conn, wal, key, mark):
+            return True
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if busy or frames != copied:
+        return False  # held back: the replicator's next checkpoint restarts the log
+    with transaction(conn, path):
+        conn.execute(f"PRAGMA user_version = {deleted_mark(conn)}")  # a frame: the log starts again with it
+    with transaction(conn, path):
+        return _scrubbed(conn, wal, key, mark)
+
+
+def _scrubbed(conn: sqlite3.Connection, wal: Path, key: tuple[int, int, int], mark: int) -> bool:
+    """Inside a write transaction (no frame is written, and the log cannot restart, meanwhile): if the log has
+    restarted since the generation first seen for ``key``, or is empty, cut off the earlier generations and clear
+    ``mark``; whether it did. Otherwise note the generation seen (the first look for ``key``)."""
+    salts = _log_salts(wal)
+    with _generations_lock:
+        if salts is not None and _generations_seen.setdefault(key, salts) == salts:
+            for other in [k for k in _generations_seen if k[:2] == key[:2] and k != key]:
+                del _generations_seen[other]  # an older mark's, superseded by this one
+            return False  # the first look since the delete, or no restart since
+        _generations_seen.pop(key, None)
+    if salts is not None:
+        _cut_earlier_generations(wal, salts)
+    _clear_mark(conn, mark)
     return True
 
 
