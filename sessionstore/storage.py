@@ -131,9 +131,9 @@ def holder() -> str:
     storages of one process, which hold apart too.
     """
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    since = shown_time(datetime.now(UTC))
     storage = next(_storages)
-    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}, storage {storage}) since {since} UTC"
+    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}, storage {storage}) since {since}"
 
 
 _storages = itertools.count(1)
@@ -361,6 +361,15 @@ def utc_text(value: datetime) -> str:
         return value.astimezone(UTC).isoformat(" ", "microseconds")[:26]
     except OverflowError:
         raise EventEncodeError(f"{value!r} is out of range once converted to UTC") from None
+
+
+def shown_time(when: datetime, *, seconds: bool = True) -> str:
+    """The one rule for a time shown to a person (the command line, the demo, a holder's mark): UTC, zone written.
+
+    UTC rather than local time because that is what the file stores, so ``sqlite3``, Datasette, the JSON output
+    and a colleague's machine in another zone all show the same instant as the same text.
+    """
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
 
 
 def stamp(text: object) -> datetime:

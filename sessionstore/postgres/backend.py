@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
 from ..batches import in_batches
-from ..errors import NotADatabaseError, NotOnPostgreSQLError
+from ..errors import NotOnPostgreSQLError
 from ..reads import CheckReport, Connection, SearchHit, Stats
 from ..schema import queries
-from ..schema.revisions import HEAD, Direction, behind, objects_at_head
+from ..schema.revisions import HEAD, Direction, behind, not_ours, objects_at_head
 from . import migrate, search
-from .connect import PG_LOCK_CLASS, PgConnection, blocking, connected, pg_lock_key, redacted
+from .connect import PG_LOCK_CLASS, PgConnection, blocking, connected, pg_lock_key, redacted, streamed
 
 __all__ = ["PostgresBackend"]
 
@@ -67,10 +67,10 @@ class PostgresBackend:
         return f"PostgresBackend({self.name!r})"
 
     def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """In a greenlet; a generator's items are gathered first (the connection closes with the greenlet)."""
+        """In a greenlet; a generator's items are handed over as it makes them (:func:`streamed`), its
+        connection open until the last one is taken."""
         if inspect.isgeneratorfunction(fn):
-            items: list[Any] = blocking(lambda: list(fn(*args, **kwargs)))
-            return cast(T, iter(items))
+            return cast(T, streamed(fn, *args, **kwargs))
         result: T = blocking(fn, *args, **kwargs)
         return result
 
@@ -91,9 +91,9 @@ class PostgresBackend:
             yield conn
 
     def _usable(self, conn: PgConnection, does: str) -> None:
-        revision = conn.revision()
+        revision, populated = conn.revision_and_tables()
         if revision is None:
-            raise NotADatabaseError(f"{self.name} is not a sessionstore database (it has no schema revision)")
+            raise not_ours(self.name, populated)
         if revision != HEAD:
             raise behind(self.name, revision, does)
 
