@@ -1,8 +1,8 @@
 """The PostgreSQL backend: a database on a server, for the commands (:class:`~sessionstore.backend.Backend`).
 
-Every command runs inside :func:`~sessionstore.postgres.connect.blocking` (SQLAlchemy's synchronous API over
-asyncpg, in a greenlet), on :class:`~sessionstore.postgres.connect.PgConnection`. What differs from a file: a
-read is one ``REPEATABLE READ READ ONLY`` snapshot; a long command is one transaction (MVCC: an agent writing
+Every command runs inside :func:`~sessionstore.postgres.connect.blocking` (``streamed`` for one that yields:
+SQLAlchemy's synchronous API over asyncpg, in a greenlet), on :class:`~sessionstore.postgres.connect.PgConnection`.
+What differs from a file: a read is one ``REPEATABLE READ READ ONLY`` snapshot; a long command is one transaction (MVCC: an agent writing
 other sessions never waits for it, and a failed command leaves the database as it was); holds are advisory
 locks ``pg_locks`` shows; search answers as FTS5 would (:mod:`sessionstore.postgres.search`); ``check`` checks
 what a server's database has, and ``--repair`` is refused; deleted rows go at the next vacuum, with no log of

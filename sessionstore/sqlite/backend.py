@@ -160,7 +160,7 @@ class SQLiteBackend:
         version's definitions; the full-text index, by looking up :data:`SAMPLES` events spread over the file by
         a word of their own (an index whose pages were damaged no longer finds them, though SQLite's checks
         pass); scratch files a killed command left beside the file; and the file's mark of deleted text
-        (:func:`~sessionstore.sqlite.connect.mark_deleted`, one read of its header). Reads only: an agent writing
+        (:func:`~sessionstore.sqlite.connect.deleted_mark`, one read of its header). Reads only: an agent writing
         meanwhile is not held up.
 
         With ``repair``, puts back what is missing or altered (views and triggers, from this version's
