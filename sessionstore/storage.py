@@ -4,8 +4,10 @@
 a storage written for one works with the other. A backend that also keeps
 session records (context, title, timestamps, released flag) implements
 :class:`SessionCatalog` as well; the registry uses it when it is there and
-works without it. Both are deliberately narrow: a PostgreSQL backend, or an
-adapter for AG2's ``ACPAgent``, implements these and nothing else.
+works without it. A storage several processes share implements :class:`Holding`
+too, so only the process whose registry has a session live writes it. All three are
+deliberately narrow: ``SQLiteStorage`` and ``PostgresStorage`` implement these and
+the registry asks for nothing more.
 """
 
 from __future__ import annotations
