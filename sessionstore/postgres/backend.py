@@ -6,7 +6,8 @@ What differs from a file: a read is one ``REPEATABLE READ READ ONLY`` snapshot; 
 (MVCC: an agent writing other sessions never waits for it, and a failed command leaves the database as it was);
 holds are advisory locks ``pg_locks`` shows; search answers as FTS5 would (:mod:`sessionstore.postgres.search`);
 ``check`` checks what a server's database has, and ``--repair`` is refused; deleted rows go at the next vacuum,
-with no log of old pages for a reader to hold; the schema moves under an advisory lock, with no backup (DDL is transactional).
+with no log of old pages for a reader to hold; the schema moves under an advisory lock, with no backup (DDL is
+transactional).
 """
 
 from __future__ import annotations
