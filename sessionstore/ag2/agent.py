@@ -4,8 +4,10 @@ Where an application had ``ACPAgent(agent, ...)`` it writes
 ``DurableACPAgent(agent, "agent.db", ...)``. Everything ``ACPAgent`` does stays
 as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
 
-* AG2's history goes to ``SQLiteStorage(path, codec=AG2Codec())``, so a
-  conversation outlives the process that had it;
+* AG2's history goes to ``SQLiteStorage(path, codec=AG2Codec())`` (or to the
+  storage given instead of a path: any that keeps session records, such as a
+  ``PostgresStorage`` with ``codec=AG2Codec()``), so a conversation outlives
+  the process that had it;
 * every session has a row (context, title, times, released flag) kept in step
   with AG2's own registry, so ``session/list`` can list sessions of earlier
   processes and ``sessionstore list``/``prune`` see them too;
