@@ -327,7 +327,7 @@ REVISION = "SELECT version_num FROM alembic_version"
 
 
 def list_sessions(*, cwd: bool, after: bool, limit: bool, where: str = "", order: str = "updated_at") -> str:
-    """Sessions newest first by ``order`` (``updated_at`` or ``created_at``, then id), keyset-paged after
+    """Sessions newest first by ``order`` (``updated_at`` or ``created_at``, then ``session_id``), keyset-paged after
     ``(:before, :before_id)``.
 
     One statement in a few shapes (with or without a ``cwd``, a cursor, a
