@@ -29,7 +29,9 @@ event loop and storage on the file, one unmeasured call of each kind, then each 
 ``--reps`` calls, then 8 tasks reading at once (the four calls in turn, ``--cycles`` times) while one task
 appends to a third session: reads and appends per second, and the p99 lag of a 1 ms ticker on the loop
 (``workloads.Ticker``). Each path is compared with ``threads`` round by round: ``Nx as fast`` above 1 is the
-path faster, with the min-max of the rounds' ratios and the rounds it was faster in.
+path faster, with the min-max of the rounds' ratios and the rounds it was faster in. Last, what reaching a
+thread costs a read before it reads anything: one empty round trip from the loop to a reader's thread and back,
+by ``run_in_executor``, by aiosqlite's queue and by a pinned thread's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
@@ -377,6 +380,49 @@ def settings_of(cls: Path_, path: Path) -> dict[str, str]:
     return asyncio.run(probe())
 
 
+def _nothing(conn: sqlite3.Connection) -> None:
+    return None
+
+
+def hops(path: Path, rounds: int, count: int) -> dict[str, float]:
+    """Microseconds of one empty round trip from the event loop to a reader's thread and back (median of
+    ``count`` per round, median over rounds, the ways taking turns): what each way of reaching a thread costs a
+    read before it reads anything."""
+
+    async def measure() -> dict[str, list[float]]:
+        def opened() -> sqlite3.Connection:
+            return connect(path, write=False)
+
+        executor = ThreadPoolExecutor(1)
+        conn = opened()
+        aio = await aiosqlite.Connection(opened, 64)
+        pinned = _PinnedReader(opened)
+        loop = asyncio.get_running_loop()
+        ways: dict[str, Callable[[], Awaitable[None]]] = {
+            "run_in_executor": lambda: loop.run_in_executor(executor, _nothing, conn),
+            "aiosqlite's queue": lambda: aio._execute(_nothing, aio._conn),
+            "a pinned thread's queue": lambda: pinned.run(_nothing),
+        }
+        got: dict[str, list[float]] = {name: [] for name in ways}
+        try:
+            for number in range(rounds):
+                for name, way in ways.items() if number % 2 == 0 else reversed(ways.items()):
+                    times = []
+                    for _ in range(count):
+                        started = time.perf_counter()
+                        await way()
+                        times.append(time.perf_counter() - started)
+                    got[name].append(statistics.median(times) * 1e6)
+        finally:
+            executor.shutdown()
+            conn.close()
+            await aio.close()
+            await pinned.close()
+        return got
+
+    return {name: statistics.median(values) for name, values in asyncio.run(measure()).items()}
+
+
 # -- the report ---------------------------------------------------------------------------------------------
 
 METRICS: list[tuple[str, str]] = [  # (metric, kind): a time per call, a rate, a lag
@@ -405,7 +451,9 @@ def compare(base: Cell, other: Cell, kind: str) -> str:
     return f"{got.median:.2f}x {verb} ({got.low:.2f}-{got.high:.2f}), {better} in {got.won} of {got.n} rounds"
 
 
-def report(cells: dict[str, dict[str, Cell]], settings: dict[str, str], args: argparse.Namespace) -> str:
+def report(
+    cells: dict[str, dict[str, Cell]], settings: dict[str, str], hop: dict[str, float], args: argparse.Namespace
+) -> str:
     lines = [
         f"{args.rounds} rounds, {args.reps} calls per figure per round, long history {args.long} events,"
         f" 8 readers x {args.cycles} cycles; aiosqlite {aiosqlite.__version__}, SQLite {sqlite3.sqlite_version}",
@@ -426,6 +474,7 @@ def report(cells: dict[str, dict[str, Cell]], settings: dict[str, str], args: ar
             continue
         for metric, kind in METRICS:
             lines.append(f"- {key}, {metric}: {compare(cells[BASE][metric], got[metric], kind)}")
+    lines += ["", "One empty round trip to a reader's thread: " + ", ".join(f"{k} {v:.1f} us" for k, v in hop.items())]
     lines += ["", "Every path's reader connection: " + ", ".join(f"{k} = {v}" for k, v in settings.items())]
     return "\n".join(lines)
 
@@ -458,13 +507,14 @@ def main() -> None:
 
         progress = None if args.smoke else (lambda line: print(line, file=sys.stderr))
         cells = interleave([entrant(k, c) for k, c in PATHS.items()], args.rounds, budget=1e9, progress=progress)
-    print(report(cells, first, args))
+        hop = hops(path, args.rounds, 20 * args.reps)
+    print(report(cells, first, hop, args))
     if args.json is not None:
         figures = {
             key: {metric: {"value": c.value, "rounds": c.rounds, "problem": c.problem} for metric, c in got.items()}
             for key, got in cells.items()
         }
-        args.json.write_text(json.dumps({"settings": first, "paths": figures}, indent=1))
+        args.json.write_text(json.dumps({"settings": first, "paths": figures, "hops_us": hop}, indent=1))
 
 
 if __name__ == "__main__":

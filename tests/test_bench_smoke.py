@@ -166,5 +166,7 @@ def test_the_read_ab_measures_every_path_in_every_round(tmp_path: Path) -> None:
             assert cell["problem"] is None and len(cell["rounds"]) == 2, (key, metric, cell)
             # A writer may not get to commit in the smoke mode's few reads; every other figure is a real one.
             assert cell["value"] > 0 or metric == "8 readers: appends/s", (key, metric, cell)
+    assert set(got["hops_us"]) == {"run_in_executor", "aiosqlite's queue", "a pinned thread's queue"}
+    assert all(us > 0 for us in got["hops_us"].values()), got["hops_us"]
     for key in paths.keys() - {"threads"}:
         assert f"- {key}, get_history 100 us: " in done.stdout and " of 2 rounds" in done.stdout, done.stdout
