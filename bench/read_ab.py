@@ -196,70 +196,71 @@ class _PooledReads(SQLiteStorage):
 
     def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
         super().__init__(path, **options)
-        self._idle: asyncio.Queue[Any] | None = None
-        self._opened: list[Any] = []
-        self._being_opened = 0
+        # Names of the bench's own (_ab_), so no attribute or hook of the storage's is overwritten by mistake.
+        self._ab_idle: asyncio.Queue[Any] | None = None
+        self._ab_readers: list[Any] = []
+        self._ab_being_opened = 0
 
-    def _connector(self) -> sqlite3.Connection:
+    def _ab_connector(self) -> sqlite3.Connection:
         return connect(self.path, busy_timeout=self.busy_timeout, write=False)
 
-    async def _open_reader(self) -> Any:
+    async def _ab_open_reader(self) -> Any:
         raise NotImplementedError
 
-    async def _whole(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
+    async def _ab_whole(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
         """Run ``read(connection, *args)`` whole on the reader's thread."""
         raise NotImplementedError
 
-    async def _run(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
-        return await self._whole(reader, read, *args)
+    async def _ab_run(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
+        return await self._ab_whole(reader, read, *args)
 
-    async def _on_reader(self, use: Callable[[Any], Awaitable[T]]) -> T:
+    async def _ab_on_reader(self, use: Callable[[Any], Awaitable[T]]) -> T:
         await self._ready()
-        if self._idle is None:
-            self._idle = asyncio.Queue()
-        if self._idle.empty() and len(self._opened) + self._being_opened < self._read_pool_size:
-            self._being_opened += 1  # its place, taken before the await
+        if self._ab_idle is None:
+            self._ab_idle = asyncio.Queue()
+        if self._ab_idle.empty() and len(self._ab_readers) + self._ab_being_opened < self._read_pool_size:
+            self._ab_being_opened += 1  # its place, taken before the await
             try:
-                reader = await self._open_reader()
+                reader = await self._ab_open_reader()
             finally:
-                self._being_opened -= 1
-            self._opened.append(reader)
+                self._ab_being_opened -= 1
+            self._ab_readers.append(reader)
         else:
-            reader = await self._idle.get()
+            reader = await self._ab_idle.get()
         try:
             return await use(reader)
         except sqlite3.Error as exc:
             raise from_sqlite(exc, self.path) from exc
         finally:
-            self._idle.put_nowait(reader)
+            self._ab_idle.put_nowait(reader)
 
     async def _read(self, read: Callable[..., T], *args: Any) -> T:
-        return await self._on_reader(lambda reader: self._run(reader, read, *args))
+        return await self._ab_on_reader(lambda reader: self._ab_run(reader, read, *args))
 
     async def settings(self) -> dict[str, str]:
-        return await self._on_reader(lambda reader: self._whole(reader, reader_settings))
+        return await self._ab_on_reader(lambda reader: self._ab_whole(reader, reader_settings))
 
     async def aclose(self) -> None:
         await super().aclose()
-        for reader in self._opened:
+        for reader in self._ab_readers:
             await reader.close()
-        self._opened, self._idle = [], None
+        self._ab_readers, self._ab_idle = [], None
 
 
 class WholeAiosqliteStorage(_PooledReads):
     """Today's read functions run whole on an aiosqlite connection's thread (its private ``_execute``)."""
 
-    async def _open_reader(self) -> Any:
-        return await aiosqlite.Connection(self._connector, 64)
+    async def _ab_open_reader(self) -> Any:
+        return await aiosqlite.Connection(self._ab_connector, 64)
 
-    async def _whole(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
+    async def _ab_whole(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
         return await reader._execute(read, reader._conn, *args)  # type: ignore[no-any-return]
 
 
 class AiosqliteStorage(WholeAiosqliteStorage):
     """The reads in aiosqlite's API: a call per statement."""
 
-    async def _run(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
+    async def _ab_run(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
         if read is _history_and_size:
             return await history_by_statements(reader, *args)  # type: ignore[return-value]
         return await one_statement(reader, read, *args)
@@ -268,10 +269,10 @@ class AiosqliteStorage(WholeAiosqliteStorage):
 class PinnedThreadStorage(_PooledReads):
     """Today's read functions run whole on a thread that owns its connection, without aiosqlite."""
 
-    async def _open_reader(self) -> Any:
-        return await asyncio.to_thread(_PinnedReader, self._connector)
+    async def _ab_open_reader(self) -> Any:
+        return await asyncio.to_thread(_PinnedReader, self._ab_connector)
 
-    async def _whole(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
+    async def _ab_whole(self, reader: Any, read: Callable[..., T], *args: Any) -> T:
         return await reader.run(read, *args)  # type: ignore[no-any-return]
 
 
