@@ -11,6 +11,7 @@ import contextlib
 import re
 import sqlite3
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -61,6 +62,15 @@ class Database:
             return [tuple(row) for row in await conn.fetch(re.sub(r"\?", lambda _: f"${next(numbered)}", sql), *params)]
         finally:
             await conn.close()
+
+    def time(self, when: datetime) -> object:
+        """``when`` as :meth:`rows` binds it into a time column: the text a file stores (naive UTC), or a naive
+        UTC datetime for PostgreSQL's ``timestamp without time zone``."""
+        if self.kind == "sqlite":
+            from sessionstore.storage import utc_text
+
+            return utc_text(when)
+        return when.astimezone(UTC).replace(tzinfo=None)
 
     async def event_rows(self, stream_id: UUID) -> list[tuple[Any, ...]]:
         """A session's events as stored: ``(id, position, type, payload)`` in order."""
