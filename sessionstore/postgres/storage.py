@@ -20,15 +20,23 @@ How it keeps conversations safe, at PostgreSQL's default isolation (read committ
   whole); the storage's next write waits for it, so writes keep their order.
 * A connection lost mid-transaction rolls back on the server: a call that raised
   :class:`DatabaseUnavailableError` may or may not have committed, whole; a call that returned is committed.
-  Stale connections (a restarted server) are replaced before use, so the next call reconnects.
+  Stale connections (a restarted server) are replaced before use, so the next call reconnects; while no server
+  answers as the URL asks (a failover under way: a multi-host URL finds the promoted standby), new connections are
+  tried for ``reconnect_timeout`` seconds (:func:`~sessionstore.postgres.connect.connector`).
+* Through a failover: a read whose connection was lost is read again. An append whose connection was lost after
+  it was sent may have committed, so it is never sent again as it was (it could land twice): :meth:`_settle`
+  looks for it, with the session's row locked, and appends it only if it is not there. Other writes raise
+  :class:`DatabaseUnavailableError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
@@ -37,7 +45,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..codec import Codec, JsonCodec, describe_row
-from ..errors import StorageError
+from ..errors import DatabaseUnavailableError, StorageError
 from ..reads import record_of
 from ..schema import queries
 from ..storage import (
@@ -66,6 +74,8 @@ from .migrate import prepare
 __all__ = ["PostgresStorage"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 # -- the statements that differ from queries' ---------------------------------------------------------
@@ -183,9 +193,38 @@ HELD_ELSEWHERE = (
 APPEND_ONE = APPEND_ONE.replace("{HELD}", HELD_ELSEWHERE)
 APPEND_MANY = APPEND_MANY.replace("{HELD}", HELD_ELSEWHERE)
 
+# Whether an append whose commit's outcome is unknown is stored: its event, found by what it wrote, its
+# created_at included (to the microsecond; _now never gives a process two appends the same one). Run with the
+# session's row locked, so a transaction still committing it on this server has ended first.
+LANDED = "SELECT 1 FROM events WHERE session = :id AND created_at = :now AND type = :type AND payload = :payload"
+
 _BATCH = 64  # events in one APPEND_MANY at most
 
-_DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+class _Lost(Exception):
+    """An append sent on a connection that was lost before its answer came: committed or not, unknown. ``at`` is
+    the ``created_at`` it gave its event, by which :meth:`PostgresStorage._settle` finds it, or not."""
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(at)
+        self.at = at
+
+
+_DB_ERRORS = (
+    SQLAlchemyError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncio.TimeoutError,
+)
+
+
+def _usable_after(exc: BaseException) -> bool:
+    """Whether a connection that raised ``exc`` may run another statement: after a statement's error that a
+    server still there reported, yes; after anything else (a lost connection, asyncpg's protocol in a state it
+    cannot go on from, a cancellation mid-statement), it is terminated instead."""
+    return isinstance(exc, asyncpg.PostgresError) and not pg.lost_connection(exc)
 
 
 class _Appenders:
@@ -224,10 +263,16 @@ class _Appenders:
         way."""
         if self._slots.qsize() and not self._pending:
             conn = await self.acquire()  # free: no wait
+            now = _now()
             try:
-                now = _now()
                 guard = (PG_LOCK_CLASS, self.holder)
                 return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values, *guard) is not None
+            except BaseException as exc:
+                if not _usable_after(exc):
+                    conn.terminate()  # never handed out again
+                if isinstance(exc, _DB_ERRORS) and pg.lost_connection(exc):
+                    raise _Lost(now) from exc
+                raise
             finally:
                 self.release(conn)
         batch = self._pending[-1] if self._pending else None
@@ -250,20 +295,23 @@ class _Appenders:
                 done.set_exception(exc)
             return
         self._pending.remove(batch)  # closed to newcomers from here on
+        now = _now()
         try:
-            now = _now()
             columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
             guard = (PG_LOCK_CLASS, self.holder)
             found = {
                 row[0]
                 for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns, *guard)
             }
-        except asyncpg.PostgresError:
-            found = set()  # refused whole (nothing committed): each appends the long way
-        except BaseException as exc:  # the connection was lost: committed or not, unknown, as for one append
-            for _, done in batch.values():
-                done.set_exception(exc)
-            return
+        except BaseException as exc:
+            if _usable_after(exc):
+                found = set()  # refused whole (nothing committed): each appends the long way
+            else:  # the connection was lost (committed or not, unknown: each caller settles its own), or worse
+                conn.terminate()
+                lost = isinstance(exc, _DB_ERRORS) and pg.lost_connection(exc)
+                for _, done in batch.values():
+                    done.set_exception(_Lost(now) if lost else exc)
+                return
         finally:
             self.release(conn)
         for sid, (_, done) in batch.items():
@@ -300,8 +348,16 @@ def _naive(value: datetime) -> datetime:
     return value.astimezone(UTC).replace(tzinfo=None)
 
 
+_last_now = datetime.min
+
+
 def _now() -> datetime:
-    return _naive(datetime.now(UTC))
+    """The time a write stamps: UTC, and never the same microsecond twice in a process (an append's created_at
+    tells it from any other this process made: :data:`LANDED`)."""
+    global _last_now
+    now = _naive(datetime.now(UTC))
+    _last_now = now if now > _last_now else _last_now + timedelta(microseconds=1)
+    return _last_now
 
 
 class PostgresStorage:
@@ -315,6 +371,12 @@ class PostgresStorage:
     pay its login, a TCP handshake and a SCRAM exchange, again on the next burst of writes); calls beyond that
     wait for one.
     The URL's password is never shown: ``repr``, messages and logs show ``***``.
+
+    High availability: ``url`` may name several hosts (``postgresql://u:pw@h1:5432,h2:5432/db?
+    target_session_attrs=read-write``); while none answers as asked (a failover under way), calls wait up to
+    ``reconnect_timeout`` seconds for one before :class:`~sessionstore.DatabaseUnavailableError`. ``read_url``,
+    if given, is where reads go (``get_history``, ``load_session``, ``list_sessions``): a standby, which may not
+    have applied the newest commits yet (see the PostgreSQL guide); writes and holds stay on ``url``.
     """
 
     def __init__(
@@ -325,8 +387,14 @@ class PostgresStorage:
         auto_upgrade: bool = True,
         lock_timeout: float = BUSY_TIMEOUT,
         pool_size: int = 5,
+        read_url: str | None = None,
+        reconnect_timeout: float = 30.0,
     ) -> None:
         pg.check_url(url)
+        if read_url is not None:
+            pg.check_url(read_url)
+        if reconnect_timeout < 0:
+            raise ValueError(f"reconnect_timeout must not be negative, got {reconnect_timeout}")
         if lock_timeout < 0:
             raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
         if pool_size < 1:
@@ -339,7 +407,10 @@ class PostgresStorage:
         self.auto_upgrade = auto_upgrade
         self.lock_timeout = lock_timeout
         self.pool_size = pool_size
+        self._read_url = read_url
+        self.reconnect_timeout = reconnect_timeout
         self._engine: AsyncEngine | None = None
+        self._reader: AsyncEngine | None = None  # on read_url, if given
         self._appenders: _Appenders | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
@@ -388,19 +459,13 @@ class PostgresStorage:
                 except _DB_ERRORS as exc:
                     raise pg.from_postgres(exc, self._url) from exc
                 settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-                engine = pg.engine(
-                    self._url,
-                    ping=False,
-                    pool_size=self.pool_size,
-                    max_overflow=0,
-                    connect_args={"server_settings": settings},
-                )
-                args, options = engine.dialect.create_connect_args(engine.url)  # what the engine's pool connects with
-
-                async def connect() -> Any:
-                    return await asyncpg.connect(*args, **options, server_settings=settings)
-
+                pool: dict[str, Any] = {"ping": False, "pool_size": self.pool_size, "max_overflow": 0}
+                patience = self.reconnect_timeout
+                engine = pg.engine(self._url, patience=patience, connect_args={"server_settings": settings}, **pool)
+                connect = pg.connector(self._url, patience=patience, server_settings=settings)
                 self._appenders = _Appenders(connect, self.pool_size, self._holder)
+                if self._read_url is not None:
+                    self._reader = pg.engine(self._read_url, patience=patience, **pool)
                 self._engine = engine
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.url}")
             return self._engine
@@ -438,11 +503,13 @@ class PostgresStorage:
                 holds.terminate()
         self._held.clear()
         engine, self._engine = self._engine, None
+        reader, self._reader = self._reader, None
         appenders, self._appenders = self._appenders, None
         if appenders is not None:
             await appenders.close()
-        if engine is not None:
-            await engine.dispose()
+        for pool in (engine, reader):
+            if pool is not None:
+                await pool.dispose()
 
     # -- running work --------------------------------------------------------------------
 
@@ -479,12 +546,19 @@ class PostgresStorage:
             raise pg.from_postgres(exc, self._url) from exc
 
     async def _read(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``read`` (on ``read_url`` if given); read again if its connection is lost (a read changes nothing),
+        on a new one, for up to ``reconnect_timeout``."""
         engine = await self._ready()
-        try:
-            async with engine.connect() as conn:
-                return await read(conn)
-        except _DB_ERRORS as exc:
-            raise pg.from_postgres(exc, self._url) from exc
+        reader, url = (self._reader, self._read_url) if self._reader is not None else (engine, self._url)
+        assert url is not None
+        deadline = time.monotonic() + self.reconnect_timeout
+        while True:
+            try:
+                async with reader.connect() as conn:
+                    return await read(conn)
+            except _DB_ERRORS as exc:
+                if not pg.lost_connection(exc) or time.monotonic() > deadline:
+                    raise pg.from_postgres(exc, url) from exc
 
     # -- inside a write transaction -------------------------------------------------------
 
@@ -537,18 +611,61 @@ class PostgresStorage:
                 # One prepared statement (asyncpg caches it per connection), in autocommit.
                 if await appenders.append(sid, values):
                     return
+            except _Lost as lost:
+                return await self._settle(engine, stream_id, parent, row, lost.at)
             except _DB_ERRORS as exc:
                 raise pg.from_postgres(exc, self._url) from exc
 
             # Another writer of this session committed meanwhile, or holds its row: lock, then append.
+            now = _now()
+
             async def the_long_way(conn: AsyncConnection) -> None:
-                now = _now()
                 row_id = await self._lock_session(conn, stream_id, parent, now)
                 await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
 
-            await self._transaction(engine, the_long_way)
+            try:
+                await self._transaction(engine, the_long_way)
+            except DatabaseUnavailableError:
+                await self._settle(engine, stream_id, parent, row, now)
 
         await self._guarded(append)
+
+    async def _settle(
+        self, engine: AsyncEngine, stream_id: StreamId, parent: StreamId | None, row: dict[str, Any], at: datetime
+    ) -> None:
+        """Finish an append whose connection was lost after it was sent (the server ended or failed over): it may
+        have committed, so it is never simply sent again, which could store it twice. Once a primary answers, in
+        one transaction, the session's row is locked (a transaction still committing the append there ends
+        first), the event is looked for by what it wrote (:data:`LANDED`: its ``created_at``, ``at``, is this
+        process's alone), and appended, with that ``created_at``, only if it is not there. Tried again while
+        connections are lost, for up to ``reconnect_timeout``; then :class:`DatabaseUnavailableError`, the outcome
+        unknown."""
+        sid = stream_id.hex
+        deadline = time.monotonic() + self.reconnect_timeout
+        params = {**row, "now": at}
+
+        async def settle(conn: AsyncConnection) -> bool:
+            row_id = await self._lock_session(conn, stream_id, parent, _now())
+            if (await conn.execute(text(LANDED), {**params, "id": row_id})).first() is not None:
+                return True
+            await conn.execute(text(queries.APPEND_EVENT), {**params, "id": row_id})
+            return False
+
+        while True:
+            try:
+                landed = await self._transaction(engine, settle)
+            except DatabaseUnavailableError as exc:
+                if time.monotonic() > deadline:
+                    unknown = f"{exc}; the append to session {sid} may or may not be stored"
+                    raise DatabaseUnavailableError(unknown) from exc
+                continue
+            logger.warning(
+                "%s: the connection was lost during an append to session %s, which %s",
+                self.url,
+                sid,
+                "had committed" if landed else "had not committed and is appended now",
+            )
+            return
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""
