@@ -842,7 +842,7 @@ class PostgresStorage:
             cwd=cwd is not None,
             after=cursor is not None,
             limit=limit is not None,
-            where=queries.TOP_LEVEL,
+            where=queries.TOP_LEVEL_POSTGRESQL,
             order="created_at",
         )
 

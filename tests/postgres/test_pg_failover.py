@@ -213,7 +213,7 @@ def test_a_multi_host_url_reaches_the_host_that_answers_and_never_shows_its_pass
             await storage.save_event(UserMessage("through the second host"), EventContext.for_stream(sid))
             return await storage.get_history(sid)
 
-    assert [e.content for e in asyncio.run(through(dead + "?target_session_attrs=read-write"))] == [  # type: ignore[attr-defined]
+    assert [e.content for e in asyncio.run(through(dead + "?target_session_attrs=read-write"))] == [
         "through the second host"
     ]
     listed = run("--db", dead, "list")
@@ -251,6 +251,6 @@ def test_a_storage_waits_for_a_server_at_most_reconnect_timeout_and_carries_on_w
                 assert 1.0 < time.monotonic() - started < 5
             pg_own_server.start()
             await storage.save_event(UserMessage("after"), context)
-            assert [e.content for e in await storage.get_history(sid)] == ["before", "after"]  # type: ignore[attr-defined]
+            assert [e.content for e in await storage.get_history(sid)] == ["before", "after"]
 
     asyncio.run(main())
