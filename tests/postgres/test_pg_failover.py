@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -208,7 +209,7 @@ def test_a_multi_host_url_reaches_the_host_that_answers_and_never_shows_its_pass
     assert redacted(dead) == f"postgresql://postgres:***@127.0.0.1:1,127.0.0.1:{pg_server.port}/{database}"
     sid = uuid4()
 
-    async def through(url: str) -> list[object]:
+    async def through(url: str) -> list[Any]:
         async with PostgresStorage(url, reconnect_timeout=0.5) as storage:
             await storage.save_event(UserMessage("through the second host"), EventContext.for_stream(sid))
             return await storage.get_history(sid)
