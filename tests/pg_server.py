@@ -280,7 +280,16 @@ class PostgresServer:
 
 
 def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not; without /proc, as
+    on macOS, a zombie counts as running)."""
+    if not Path("/proc/self").exists():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
     try:
         return _stat(Path(f"/proc/{pid}"))[0] != "Z"
     except (OSError, IndexError):

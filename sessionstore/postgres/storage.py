@@ -559,6 +559,7 @@ class PostgresStorage:
             except _DB_ERRORS as exc:
                 if not pg.lost_connection(exc) or time.monotonic() > deadline:
                     raise pg.from_postgres(exc, url) from exc
+            await asyncio.sleep(pg.RETRY_DELAYS[0])
 
     # -- inside a write transaction -------------------------------------------------------
 
@@ -645,9 +646,10 @@ class PostgresStorage:
         params = {**row, "now": at}
 
         async def settle(conn: AsyncConnection) -> bool:
+            locked = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+            if locked is not None and (await conn.execute(text(LANDED), {**params, "id": locked[0]})).first():
+                return True  # stored, whoever holds the session now
             row_id = await self._lock_session(conn, stream_id, parent, _now())
-            if (await conn.execute(text(LANDED), {**params, "id": row_id})).first() is not None:
-                return True
             await conn.execute(text(queries.APPEND_EVENT), {**params, "id": row_id})
             return False
 
@@ -658,6 +660,7 @@ class PostgresStorage:
                 if time.monotonic() > deadline:
                     unknown = f"{exc}; the append to session {sid} may or may not be stored"
                     raise DatabaseUnavailableError(unknown) from exc
+                await asyncio.sleep(pg.RETRY_DELAYS[0])
                 continue
             logger.warning(
                 "%s: the connection was lost during an append to session %s, which %s",
