@@ -12,6 +12,7 @@ never shows their password.
 from __future__ import annotations
 
 import asyncio
+import logging
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from _pgcli import run
 from pg_server import PostgresServer, multi_host_url
@@ -255,3 +257,62 @@ def test_a_storage_waits_for_a_server_at_most_reconnect_timeout_and_carries_on_w
             assert [e.content for e in await storage.get_history(sid)] == ["before", "after"]
 
     asyncio.run(main())
+
+
+def test_an_append_whose_connection_is_lost_is_stored_once_whether_or_not_it_had_committed(
+    pg_own_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The two outcomes of an append in flight, each made to happen: its connection ended (the server terminates
+    its backend) after it committed, while its commit waited for a synchronous standby that never answers; and
+    before it committed, while it waited for the session's row. Either way the call returns, and the event is
+    stored once."""
+    server = pg_own_server
+    database = server.create_database()
+    url = server.url(database)
+    sid = uuid4()
+    context = EventContext.for_stream(sid)
+
+    def backend_waiting(condition: str) -> str:
+        """The pid of the storage's backend that waits as ``condition`` says, once there is one."""
+        query = f"SELECT pid FROM pg_stat_activity WHERE application_name = 'sessionstore' AND {condition}"
+        deadline = time.monotonic() + 30
+        while not (pid := server.psql(query, database=database).strip()):
+            assert time.monotonic() < deadline, f"no append waits: {condition}"
+            time.sleep(0.02)
+        return pid
+
+    def synchronous(names: str) -> None:
+        server.psql(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+        server.psql("SELECT pg_reload_conf()")
+
+    async def main() -> list[str]:
+        blocker = await asyncpg.connect(url.replace("+asyncpg", ""))
+        async with PostgresStorage(url) as storage:
+            try:
+                await storage.save_event(UserMessage("0"), context)
+                # Committed, but its answer never comes: the commit waits for a standby that does not exist.
+                synchronous("nobody")
+                append = asyncio.ensure_future(storage.save_event(UserMessage("1"), context))
+                pid = await asyncio.to_thread(backend_waiting, "wait_event = 'SyncRep'")
+                server.psql(f"SELECT pg_terminate_backend({pid})")
+                synchronous("")
+                await append
+                # Not committed: it waits for the session's row, which another transaction holds, when it ends.
+                await blocker.execute("BEGIN")
+                await blocker.execute("SELECT 1 FROM sessions WHERE session_id = $1 FOR UPDATE", sid.hex)
+                append = asyncio.ensure_future(storage.save_event(UserMessage("2"), context))
+                pid = await asyncio.to_thread(backend_waiting, "wait_event_type = 'Lock'")
+                server.psql(f"SELECT pg_terminate_backend({pid})")
+                await asyncio.sleep(0.2)  # the append settles meanwhile: it waits for the row in turn
+                await blocker.execute("COMMIT")
+                await append
+                return [event.content for event in await storage.get_history(sid)]
+            finally:  # whatever failed, nothing is left waiting: the storage's close waits for its writes
+                synchronous("")
+                await blocker.close()
+
+    with caplog.at_level(logging.WARNING, logger="sessionstore"):
+        assert asyncio.run(main()) == ["0", "1", "2"]
+    messages = [record.getMessage() for record in caplog.records]
+    settled = [message.rsplit(", which ", 1)[1] for message in messages if "connection was lost" in message]
+    assert settled == ["had committed", "had not committed and is appended now"]
