@@ -391,7 +391,8 @@ def storable_text(value: str, what: str) -> str:
     return value
 
 
-def _json(value: object, what: str) -> str:
+def json_text(value: object, what: str) -> str:
+    """How a session's JSON column is stored: compact UTF-8 text (the models' JSON type binds the same)."""
     # allow_nan=False: bare NaN is not JSON, and SQLite's JSON functions reject it.
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -416,9 +417,9 @@ def record_row(record: SessionRecord) -> dict[str, object]:
     return {
         "sid": sid,
         "cwd": storable_text(record.cwd, "cwd"),
-        "additional_directories": _json(list(record.additional_directories), "additional_directories"),
-        "mcp_servers": _json(list(record.mcp_servers), "mcp_servers"),
-        "meta": _json(dict(record.meta), "meta"),
+        "additional_directories": json_text(list(record.additional_directories), "additional_directories"),
+        "mcp_servers": json_text(list(record.mcp_servers), "mcp_servers"),
+        "meta": json_text(dict(record.meta), "meta"),
         "title": None if record.title is None else storable_text(record.title, "title"),
         "created_at": utc_text(record.created_at),
         "updated_at": utc_text(record.updated_at),

@@ -1,5 +1,8 @@
 """Fixtures shared by every test.
 
+``database``: a test that takes it runs once on a SQLite file and once on a PostgreSQL database
+(``databases.Database``: storages over it, its rows read behind their back).
+
 PostgreSQL: one throwaway server for the whole run (``pg_server.py``), started by the first test that needs it
 and stopped at the end whatever happens; each test gets a database of its own. The high-availability tests get a
 primary and a standby of their own (``pg_pair``). It is never skipped in CI: a
@@ -12,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from databases import DATABASES, Database
 from pg_server import PostgresServer, ServerUnavailable, replicated, running
 
 T = TypeVar("T")
@@ -86,3 +91,10 @@ def pg_empty_url(pg_server: PostgresServer) -> Iterator[str]:
     name = pg_server.create_database()
     yield pg_server.url(name)
     pg_server.drop_database(name)
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Database:
+    """The test's own database, SQLite then PostgreSQL (skipped as every PostgreSQL test is, see above): a file
+    not made yet, or a new database at the head revision."""
+    return Database.of(request.param, request, tmp_path)

@@ -12,8 +12,9 @@ statement (appends, history reads, listing pages, loads, holds: everything an ag
 ``sessions`` and ``events`` only through an index, each scan either a lookup by key (the session's, or a row id
 found by it: one session's rows) or under a ``LIMIT`` (a page in index order), or through a partial index (which
 holds only the few rows it is for). A seq scan, or an index read whole, fails the test. The statements of commands
-that read or change the whole database by design (stats, check, search, export --all) are listed as such, each
-with its reason; SQLite's own statements must be refused by PostgreSQL. Run with ``-s`` to see the table.
+that read or change the whole database by design (stats, check, search, export --all, prune, a listing asked for
+whole) are listed as such, each with its reason; SQLite's own (as the generator of queries.py declares them) are
+listed and not run. Run with ``-s`` to see the table.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from sessionstore import admin, reads, records, transfer
 from sessionstore.postgres import backend, connect, migrate, search
 from sessionstore.postgres import storage as pgstorage
 from sessionstore.schema import queries
+from sessionstore.schema import statements as generator
+from sessionstore.schema.models import Base
 
 MODULES: list[ModuleType] = [queries, connect, pgstorage, backend, search, migrate, reads, records, admin, transfer]
 
@@ -48,29 +51,29 @@ WHOLE_DATABASE = {
     "queries.DATABASE_SIZE_POSTGRESQL": "stats: the database's size",
     "queries.SESSION_IDS": "export --all: every session's id, in order",
     "queries.SEARCH_POSTGRESQL": "search: every event the GIN index proposes, ranked",
-    "backend._ORPHANS": "check: every event's session",
+    "queries.ORPHAN_EVENTS_POSTGRESQL": "check: every event's session",
     "backend.check": "check: one row of each view, to see that it works (its name filled in at run time)",
 }
 # Not statements of their own: parts the statements below are made of (each composed use is found and checked).
 FRAGMENTS = {
     "queries.OVERVIEW": "the base of list_sessions and of a load by session_id (each checked as composed)",
-    "queries._HIT": "the head of the search statements",
-    "queries._SEARCH": "SQLite's search, over a table named at run time",
+    "queries.LEGACY_OVERVIEW": "the same for a file from before revision 0006 (SQLite's alone)",
 }
-# SQLite's own (FTS5, its index's bookkeeping, its BLOB casts): PostgreSQL must refuse each, proving it never runs
-# them.
-SQLITE_ONLY = {
-    "queries.NEW_SESSION",  # PostgreSQL's is storage.NEW_SESSION (a boolean, ON CONFLICT)
-    "queries.MERGE_INDEX",
-    "queries.NEXT_MARK",
-    "queries.INDEX_NEW_EVENTS",
-    "queries.MARK_INDEXED",
-    "queries.RESET_MARK",
-    "queries.UNINDEXED_EVENTS",
-    "queries.SEARCH",
-    "queries.SEARCH_NEW_EVENTS",
-    "queries.STORED_EVENTS_BYTES",
-}
+
+
+def sqlite_only() -> set[str]:
+    """The constants of queries.py PostgreSQL never runs, as the generator declares them: a statement SQLite alone
+    runs, and SQLite's text of one whose PostgreSQL text differs (``..._POSTGRESQL`` beside it)."""
+    found = set()
+    for entry in generator.STATEMENTS:
+        if isinstance(entry, generator.Statement):
+            variants = generator.constants(entry, Base.metadata)
+            if "postgresql" not in entry.databases or len(variants) > 1:
+                found.add(f"queries.{entry.name}")
+    return found
+
+
+SQLITE_ONLY = sqlite_only()
 
 
 # -- finding the statements --------------------------------------------------------------------------------
@@ -129,9 +132,12 @@ def _inline(module: ModuleType) -> dict[str, str]:
 
 
 def _conditions() -> dict[str, str]:
-    """Every ``where=`` the package passes (to list_sessions, or to iter_sessions, which hands it on): its source
-    text -> its value."""
-    found = {}
+    """Every ``where=`` the package passes on PostgreSQL (to list_sessions, or to iter_sessions, which hands it on):
+    its source text -> its value. The backend's and the storage's top_level, which the commands and the storage pass
+    as a variable, and prune's condition made of it, by name; any other found in the source."""
+    top = backend.PostgresBackend.top_level
+    assert pgstorage.PostgresStorage._top_level == top  # the storage's listing pages and the command line's alike
+    found = {"top_level": top, "prunable": f"{top} AND {admin._STALE}"}
     for module in MODULES:
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             if isinstance(node, ast.Call):
@@ -163,20 +169,20 @@ def statements() -> dict[str, str]:
 
 def hot_list(name: str) -> str | None:
     """Why a list_sessions shape is not a hot statement (None if it is one)."""
+    if ":sid" in name:
+        return None  # one session, by its key (show, export)
     if "limit" not in name:
         return "a listing asked for whole (the command line's list, a client that asks for no page)"
-    if name.endswith(",_PRUNABLE)"):
+    if name.endswith(",prunable)"):
         return "prune: the old sessions, through the index by last activity"
-    if name.endswith(",queries.TOP_LEVEL)"):
-        return "the command line's list, and SQLite's session/list; PostgreSQL's pages use TOP_LEVEL_POSTGRESQL"
     return None
 
 
 def kind_of(name: str) -> tuple[str, str | None]:
-    """``sqlite`` (PostgreSQL must refuse it), ``part`` (a fragment), ``whole`` (a command's, over the whole
+    """``sqlite`` (PostgreSQL never runs it), ``part`` (a fragment), ``whole`` (a command's, over the whole
     database by design) or ``hot`` (must be single-session or index-paged); and the reason, for the first three."""
     if name in SQLITE_ONLY:
-        return "sqlite", "SQLite's own"
+        return "sqlite", "SQLite's own (the generator says so): PostgreSQL runs another text, or none"
     if name in FRAGMENTS:
         return "part", FRAGMENTS[name]
     reason = WHOLE_DATABASE.get(name) or (hot_list(name) if name.startswith("list_sessions") else None)
@@ -324,7 +330,7 @@ async def explain_all(url: str) -> dict[str, tuple[str, str, list[str]]]:
         found: dict[str, tuple[str, str, list[str]]] = {}
         for name, sql in sorted(statements().items()):
             kind, reason = kind_of(name)
-            if kind == "part":
+            if kind in ("part", "sqlite"):
                 found[name] = (kind, reason or "", [])
                 continue
             if sql == "<dynamic>":
@@ -338,11 +344,7 @@ async def explain_all(url: str) -> dict[str, tuple[str, str, list[str]]]:
                     args = [NAMED[n] for n in names] if names else [BY_TYPE[t] for t in types]
                     plan = json.loads(await prepared.fetchval(*args))[0]["Plan"]
             except asyncpg.PostgresError as exc:
-                refused = f"refused by PostgreSQL ({type(exc).__name__})"
-                found[name] = (kind, refused, [] if kind == "sqlite" else [f"{exc}: {sql}"])
-                continue
-            if kind == "sqlite":
-                found[name] = (kind, "taken by PostgreSQL", ["classed as SQLite's own, yet PostgreSQL takes it"])
+                found[name] = (kind, f"refused by PostgreSQL ({type(exc).__name__})", [f"{exc}: {sql}"])
                 continue
             access, broken = path(plan, partial)
             found[name] = (kind, access if reason is None else f"{access} [{reason}]", broken if kind == "hot" else [])
@@ -366,7 +368,7 @@ def test_a_new_statement_is_found() -> None:
     """The finder sees constants, inline literals and ``+`` of them: a statement added anywhere is covered."""
     found = statements()
     assert found["queries.HISTORY"] == queries.HISTORY
-    assert found["storage.load_session.read"] == queries.OVERVIEW + " WHERE session_id = :sid"
+    assert found["reads.load_session"] == queries.OVERVIEW + " WHERE session_id = :sid"
     assert "storage.hold" in found and "storage.hold#2" in found  # two inline statements of one method
     assert "backend.check" in found  # an f-string: classified by where it is
     with pytest.raises(KeyError):
