@@ -645,11 +645,11 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement(
         "TOP_LEVEL_POSTGRESQL",
-        "The same for PostgreSQL's session/list, whose pages must walk the creation index: PostgreSQL cannot"
-        " estimate how many rows pass a condition on the view's parent_id (a subquery; it guesses 1 in 200), so for"
-        " a page it read and sorted every session; on the column its statistics say most do, and it walks the"
-        " index, looking each row up by its key (tests/postgres/test_pg_access_paths.py). The same rows: a parent,"
-        " once set, has its row (a foreign key).",
+        "The same on PostgreSQL (its session/list, `sessionstore list`, prune), whose pages must walk an index:"
+        " PostgreSQL cannot estimate how many rows pass a condition on the view's parent_id (a subquery; it guesses"
+        " 1 in 200), so for a page it read and sorted every session; on the column its statistics say most do, and"
+        " it walks the index, looking each row up by its key (tests/postgres/test_pg_access_paths.py). The same"
+        " rows: a parent, once set, has its row (a foreign key).",
         _top_level_postgresql,
         ("postgresql",),
     ),
