@@ -119,6 +119,9 @@ class DurableStorage(Generic[Opened]):
     :meth:`_write_row`, and :meth:`_new_loop` for what it keeps per loop.
     """
 
+    _top_level: str
+    """How a listing page leaves subagents out, in its database's words (as its backend's ``top_level``)."""
+
     def __init__(self, *, codec: Codec | None, auto_upgrade: bool) -> None:
         self.codec: Codec = codec if codec is not None else JsonCodec()
         annotate_context(self, self.codec)
@@ -238,4 +241,5 @@ class DurableStorage(Generic[Opened]):
         """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time, after
         ``cursor`` (see :func:`~sessionstore.reads.session_page`)."""
         check_limit(limit)
-        return await self._read(lambda conn: session_page(conn, cwd=cwd, cursor=cursor, limit=limit))
+        top = self._top_level
+        return await self._read(lambda conn: session_page(conn, cwd=cwd, cursor=cursor, limit=limit, top_level=top))

@@ -282,14 +282,20 @@ def iter_sessions(
 
 
 def session_page(
-    conn: Connection, *, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+    conn: Connection,
+    *,
+    cwd: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+    top_level: str,
 ) -> SessionPage:
     """One page of sessions, newest first by creation, after ``cursor`` (see :class:`~sessionstore.SessionCatalog`).
 
     By creation, not last activity: ``created_at`` never changes, so a walk
     through the pages lists every session that exists for the whole walk
     exactly once, however sessions are written meanwhile. Subagents are not
-    listed: they belong to their session (:func:`read_session`).
+    listed: they belong to their session (:func:`read_session`); ``top_level``
+    is how the database's storage says so.
     """
     check_limit(limit)
     params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else min(limit + 1, _SQL_INT_MAX)}
@@ -300,7 +306,7 @@ def session_page(
         cwd=cwd is not None,
         after=cursor is not None,
         limit=limit is not None,
-        where=queries.TOP_LEVEL,
+        where=top_level,
         order="created_at",
     )
     rows = [record_of(row) for row in conn.execute(sql, params)]

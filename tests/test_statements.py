@@ -166,12 +166,13 @@ async def test_the_views_are_declared_as_a_postgresql_database_at_head_has_them(
 
 
 def _runs_on(database: str) -> dict[str, str]:
-    """Each statement ``database`` runs, by its name, as a statement (the TOP_LEVEL condition in one)."""
+    """Each statement ``database`` runs, by its name, as a statement (the TOP_LEVEL conditions in one)."""
     out = {}
     for entry in statements.STATEMENTS:
         if isinstance(entry, statements.Statement) and database in entry.databases:
             sql = statements.compiled(entry, Base.metadata, database)
-            out[entry.name] = sql if entry.name != "TOP_LEVEL" else f"SELECT 1 FROM session_overview WHERE {sql}"
+            condition = entry.name.startswith("TOP_LEVEL")  # TOP_LEVEL, TOP_LEVEL_POSTGRESQL: in a statement
+            out[entry.name] = f"SELECT 1 FROM session_overview WHERE {sql}" if condition else sql
     return out
 
 

@@ -52,6 +52,7 @@ class PostgresBackend:
 
     files: tuple[Path, ...] = ()
     refuses_nul = True
+    top_level = queries.TOP_LEVEL_POSTGRESQL
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -20,14 +20,22 @@ How it keeps conversations safe, at PostgreSQL's default isolation (read committ
   whole); the storage's next write waits for it, so writes keep their order.
 * A connection lost mid-transaction rolls back on the server: a call that raised
   :class:`DatabaseUnavailableError` may or may not have committed, whole; a call that returned is committed.
-  Stale connections (a restarted server) are replaced before use, so the next call reconnects.
+  Stale connections (a restarted server) are replaced before use, so the next call reconnects; while no server
+  answers as the URL asks (a failover under way: a multi-host URL finds the promoted standby), new connections are
+  tried for ``reconnect_timeout`` seconds (:func:`~sessionstore.postgres.connect.connector`).
+* Through a failover: a read whose connection was lost is read again. An append whose connection was lost after
+  it was sent may have committed, so it is never sent again as it was (it could land twice): :meth:`_settle`
+  looks for it, with the session's row locked, and appends it only if it is not there. Other writes raise
+  :class:`DatabaseUnavailableError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
@@ -37,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..codec import Codec
 from ..durable import DurableStorage, Rewrite, event_row
+from ..errors import DatabaseUnavailableError
 from ..schema import queries
 from ..storage import (
     BUSY_TIMEOUT,
@@ -55,6 +64,8 @@ from .migrate import prepare
 __all__ = ["PostgresStorage"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 # -- the statements that differ from queries' ---------------------------------------------------------
@@ -170,9 +181,37 @@ HELD_ELSEWHERE = (
 APPEND_ONE = APPEND_ONE.replace("{HELD}", HELD_ELSEWHERE)
 APPEND_MANY = APPEND_MANY.replace("{HELD}", HELD_ELSEWHERE)
 
+# Whether an append whose commit's outcome is unknown is stored: its event, found by what it wrote, its
+# created_at included (to the microsecond; _now never gives a process two appends the same one). Run with the
+# session's row locked, so a transaction still committing it on this server has ended first.
+LANDED = "SELECT 1 FROM events WHERE session = :id AND created_at = :now AND type = :type AND payload = :payload"
+
 _BATCH = 64  # events in one APPEND_MANY at most
 
-_DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+_DB_ERRORS = (
+    SQLAlchemyError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncio.TimeoutError,
+)
+
+
+def _usable_after(exc: BaseException) -> bool:
+    """Whether a connection that raised ``exc`` may run another statement: after a statement's error that a
+    server still there reported, yes; after anything else (a lost connection, asyncpg's protocol in a state it
+    cannot go on from, a cancellation mid-statement), it is terminated instead."""
+    return isinstance(exc, asyncpg.PostgresError) and not pg.lost_connection(exc)
+
+
+class _Lost(Exception):
+    """An append sent on a connection that was lost before its answer came: committed or not, unknown. ``at`` is
+    the ``created_at`` it gave its event, by which :meth:`PostgresStorage._settle` finds it, or not."""
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(at)
+        self.at = at
 
 
 class _Appenders:
@@ -211,10 +250,16 @@ class _Appenders:
         way."""
         if self._slots.qsize() and not self._pending:
             conn = await self.acquire()  # free: no wait
+            now = _now()
             try:
-                now = _now()
                 guard = (PG_LOCK_CLASS, self.holder)
                 return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values, *guard) is not None
+            except BaseException as exc:
+                if not _usable_after(exc):
+                    conn.terminate()  # never handed out again
+                if isinstance(exc, _DB_ERRORS) and pg.lost_connection(exc):
+                    raise _Lost(now) from exc
+                raise
             finally:
                 self.release(conn)
         batch = self._pending[-1] if self._pending else None
@@ -237,20 +282,23 @@ class _Appenders:
                 done.set_exception(exc)
             return
         self._pending.remove(batch)  # closed to newcomers from here on
+        now = _now()
         try:
-            now = _now()
             columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
             guard = (PG_LOCK_CLASS, self.holder)
             found = {
                 row[0]
                 for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns, *guard)
             }
-        except asyncpg.PostgresError:
-            found = set()  # refused whole (nothing committed): each appends the long way
-        except BaseException as exc:  # the connection was lost: committed or not, unknown, as for one append
-            for _, done in batch.values():
-                done.set_exception(exc)
-            return
+        except BaseException as exc:
+            if _usable_after(exc):
+                found = set()  # refused whole (nothing committed): each appends the long way
+            else:  # the connection was lost (committed or not, unknown: each caller settles its own), or worse
+                conn.terminate()
+                lost = isinstance(exc, _DB_ERRORS) and pg.lost_connection(exc)
+                for _, done in batch.values():
+                    done.set_exception(_Lost(now) if lost else exc)
+                return
         finally:
             self.release(conn)
         for sid, (_, done) in batch.items():
@@ -282,9 +330,17 @@ class _Appenders:
                     conn.terminate()
 
 
+_last_now = datetime.min
+
+
 def _now() -> datetime:
-    """Now, as a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns)."""
-    return datetime.now(UTC).replace(tzinfo=None)
+    """Now, as a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns), and never
+    the same microsecond twice in a process (an append's created_at tells it from any other this process made:
+    :data:`LANDED`)."""
+    global _last_now
+    now = datetime.now(UTC).replace(tzinfo=None)
+    _last_now = now if now > _last_now else _last_now + timedelta(microseconds=1)
+    return _last_now
 
 
 class PostgresStorage(DurableStorage[AsyncEngine]):
@@ -298,6 +354,12 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
     pay its login, a TCP handshake and a SCRAM exchange, again on the next burst of writes); calls beyond that
     wait for one.
     The URL's password is never shown: ``repr``, messages and logs show ``***``.
+
+    High availability: ``url`` may name several hosts (``postgresql://u:pw@h1:5432,h2:5432/db?
+    target_session_attrs=read-write``); while none answers as asked (a failover under way), calls wait up to
+    ``reconnect_timeout`` seconds for one before :class:`~sessionstore.DatabaseUnavailableError`. ``read_url``,
+    if given, is where reads go (``get_history``, ``load_session``, ``list_sessions``): a standby, which may not
+    have applied the newest commits yet (see the PostgreSQL guide); writes and holds stay on ``url``.
     """
 
     def __init__(
@@ -308,8 +370,14 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         auto_upgrade: bool = True,
         lock_timeout: float = BUSY_TIMEOUT,
         pool_size: int = 5,
+        read_url: str | None = None,
+        reconnect_timeout: float = 30.0,
     ) -> None:
         pg.check_url(url)
+        if read_url is not None:
+            pg.check_url(read_url)
+        if reconnect_timeout < 0:
+            raise ValueError(f"reconnect_timeout must not be negative, got {reconnect_timeout}")
         if lock_timeout < 0:
             raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
         if pool_size < 1:
@@ -320,6 +388,9 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         """The URL with its password hidden."""
         self.lock_timeout = lock_timeout
         self.pool_size = pool_size
+        self._read_url = read_url
+        self.reconnect_timeout = reconnect_timeout
+        self._reader: AsyncEngine | None = None  # on read_url, if given
         # The engine is the base's _opened; the appenders' connections are made with it.
         self._appenders: _Appenders | None = None
         # Writes under way; those whose caller was cancelled are waited for before the next write starts.
@@ -329,6 +400,8 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         self._holds: Any = None
         self._holds_lock = asyncio.Lock()
         self._orphans: set[asyncio.Task[Any]] = set()
+
+    _top_level = queries.TOP_LEVEL_POSTGRESQL
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.url!r})"
@@ -344,19 +417,13 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         except _DB_ERRORS as exc:
             raise pg.from_postgres(exc, self._url) from exc
         settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-        engine = pg.engine(
-            self._url,
-            ping=False,
-            pool_size=self.pool_size,
-            max_overflow=0,
-            connect_args={"server_settings": settings},
-        )
-        args, options = engine.dialect.create_connect_args(engine.url)  # what the engine's pool connects with
-
-        async def connect() -> Any:
-            return await asyncpg.connect(*args, **options, server_settings=settings)
-
+        pool: dict[str, Any] = {"ping": False, "pool_size": self.pool_size, "max_overflow": 0}
+        patience = self.reconnect_timeout
+        engine = pg.engine(self._url, patience=patience, connect_args={"server_settings": settings}, **pool)
+        connect = pg.connector(self._url, patience=patience, server_settings=settings)
         self._appenders = _Appenders(connect, self.pool_size, self._holder)
+        if self._read_url is not None:
+            self._reader = pg.engine(self._read_url, patience=patience, **pool)
         return engine
 
     async def _dispose(self) -> None:
@@ -371,11 +438,13 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
                 holds.terminate()
         self._held.clear()
         engine, self._opened = self._opened, None
+        reader, self._reader = self._reader, None
         appenders, self._appenders = self._appenders, None
         if appenders is not None:
             await appenders.close()
-        if engine is not None:
-            await engine.dispose()
+        for pool in (engine, reader):
+            if pool is not None:
+                await pool.dispose()
 
     # -- running work --------------------------------------------------------------------
 
@@ -430,13 +499,21 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         await self._write(work)
 
     async def _read_async(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """Run ``read`` on a pooled connection (read committed; its statements see what was committed)."""
+        """Run ``read`` on a pooled connection (read committed; its statements see what was committed), on
+        ``read_url`` if given; read again if its connection is lost (a read changes nothing), on a new one, for up
+        to ``reconnect_timeout``."""
         engine = await self._ready()
-        try:
-            async with engine.connect() as conn:
-                return await read(conn)
-        except _DB_ERRORS as exc:
-            raise pg.from_postgres(exc, self._url) from exc
+        reader, url = (self._reader, self._read_url) if self._reader is not None else (engine, self._url)
+        assert url is not None
+        deadline = time.monotonic() + self.reconnect_timeout
+        while True:
+            try:
+                async with reader.connect() as conn:
+                    return await read(conn)
+            except _DB_ERRORS as exc:
+                if not pg.lost_connection(exc) or time.monotonic() > deadline:
+                    raise pg.from_postgres(exc, url) from exc
+            await asyncio.sleep(pg.RETRY_DELAYS[0])
 
     # -- inside a write transaction -------------------------------------------------------
 
@@ -487,18 +564,63 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
                 # One prepared statement (asyncpg caches it per connection), in autocommit.
                 if await appenders.append(sid, values):
                     return
+            except _Lost as lost:
+                return await self._settle(engine, stream_id, parent, row, lost.at)
             except _DB_ERRORS as exc:
                 raise pg.from_postgres(exc, self._url) from exc
 
             # Another writer of this session committed meanwhile, or holds its row: lock, then append.
+            now = _now()
+
             async def the_long_way(conn: AsyncConnection) -> None:
-                now = _now()
                 row_id = await self._lock_session(conn, stream_id, parent, now)
                 await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
 
-            await self._transaction(engine, the_long_way)
+            try:
+                await self._transaction(engine, the_long_way)
+            except DatabaseUnavailableError:
+                await self._settle(engine, stream_id, parent, row, now)
 
         await self._guarded(append)
+
+    async def _settle(
+        self, engine: AsyncEngine, stream_id: StreamId, parent: StreamId | None, row: dict[str, Any], at: datetime
+    ) -> None:
+        """Finish an append whose connection was lost after it was sent (the server ended or failed over): it may
+        have committed, so it is never simply sent again, which could store it twice. Once a primary answers, in
+        one transaction, the session's row is locked (a transaction still committing the append there ends
+        first) and the event looked for by what it wrote (:data:`LANDED`: its ``created_at``, ``at``, is this
+        process's alone); if it is not there it is appended, with that ``created_at`` (refused, as any append, if
+        another storage holds the session now). Tried again while connections are lost, for up to
+        ``reconnect_timeout``; then :class:`DatabaseUnavailableError`, the outcome unknown."""
+        sid = stream_id.hex
+        deadline = time.monotonic() + self.reconnect_timeout
+        params = {**row, "now": at}
+
+        async def settle(conn: AsyncConnection) -> bool:
+            locked = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+            if locked is not None and (await conn.execute(text(LANDED), {**params, "id": locked[0]})).first():
+                return True  # stored, whoever holds the session now
+            row_id = await self._lock_session(conn, stream_id, parent, _now())
+            await conn.execute(text(queries.APPEND_EVENT), {**params, "id": row_id})
+            return False
+
+        while True:
+            try:
+                landed = await self._transaction(engine, settle)
+            except DatabaseUnavailableError as exc:
+                if time.monotonic() > deadline:
+                    unknown = f"{exc}; the append to session {sid} may or may not be stored"
+                    raise DatabaseUnavailableError(unknown) from exc
+                await asyncio.sleep(pg.RETRY_DELAYS[0])
+                continue
+            logger.warning(
+                "%s: the connection was lost during an append to session %s, which %s",
+                self.url,
+                sid,
+                "had committed" if landed else "had not committed and is appended now",
+            )
+            return
 
     async def get_history(self, stream_id: StreamId) -> list[Any]:
         """The session's events in order (empty for an unknown stream)."""

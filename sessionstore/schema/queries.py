@@ -63,6 +63,7 @@ __all__ = [
     "SUBAGENTS",
     "SUBAGENT_COUNT",
     "TOP_LEVEL",
+    "TOP_LEVEL_POSTGRESQL",
     "TOUCH_SESSION",
     "UNINDEXED_EVENTS",
     "UPSERT_SESSION",
@@ -248,6 +249,15 @@ LEGACY_OVERVIEW = (
 
 # The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.
 TOP_LEVEL = "session_overview.parent_id IS NULL"
+
+# The same on PostgreSQL (its session/list, `sessionstore list`, prune), whose pages must walk an index: PostgreSQL
+# cannot estimate how many rows pass a condition on the view's parent_id (a subquery; it guesses 1 in 200), so for a
+# page it read and sorted every session; on the column its statistics say most do, and it walks the index, looking each
+# row up by its key (tests/postgres/test_pg_access_paths.py). The same rows: a parent, once set, has its row (a foreign
+# key).
+TOP_LEVEL_POSTGRESQL = (
+    "EXISTS (SELECT 1 FROM sessions AS c WHERE c.session_id = session_overview.session_id AND c.parent IS NULL)"
+)
 
 # A session's subagents, oldest first (through the index on sessions.parent).
 SUBAGENTS = (

@@ -28,6 +28,8 @@ Text, and why:
 * ``MERGE_INDEX``: an FTS5 command (the index's own name as a column, ``'merge'`` as its value), not a row.
 * ``REVISION``: Alembic's table, which Alembic defines.
 * ``ADVISORY_HOLDS_POSTGRESQL``: PostgreSQL's lock catalogue, no table of ours.
+* ``TOP_LEVEL_POSTGRESQL``: a condition correlated to the listing's view, which Core writes only inside a statement
+  over it (compiled in one and cut out).
 * ``list_sessions`` and ``search_in``, at the end of ``queries.py``, written by hand: one of sixteen shapes of the
   listing, assembled per call after :data:`OVERVIEW`, and :data:`SEARCH` over a scratch index named at run time.
 * Elsewhere, none on the two tables: PRAGMAs and ``sqlite_master`` (``sqlite/``), the FTS5 index's own checks
@@ -322,6 +324,20 @@ def _events_of(t: Schema, *columns: str) -> Any:
         .where(_sid(s))
         .order_by(e.c.position)
     )
+
+
+def _top_level_postgresql(t: Schema) -> str:
+    """TOP_LEVEL through the column rather than the view's ``parent_id``. Core writes a condition correlated to
+    the listing's view only inside a statement over that view: it is compiled in one, and cut out of it."""
+    c = t.sessions.alias("c")
+    condition = (
+        select(literal_column("1"))
+        .where(c.c.session_id == OVERVIEW_VIEW.c.session_id, c.c.parent.is_(None))
+        .correlate(OVERVIEW_VIEW)
+        .exists()
+    )
+    whole: Select[Any] = select(literal_column("1")).select_from(OVERVIEW_VIEW).where(condition)
+    return _one_line(str(whole.compile(dialect=DIALECTS["postgresql"]))).split(" WHERE ", 1)[1]
 
 
 def _legacy_overview(t: Schema) -> Any:
@@ -626,6 +642,16 @@ STATEMENTS: list[Statement | Alias | Section] = [
         "TOP_LEVEL",
         "The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.",
         lambda t: OVERVIEW_VIEW.c.parent_id.is_(None),
+    ),
+    Statement(
+        "TOP_LEVEL_POSTGRESQL",
+        "The same on PostgreSQL (its session/list, `sessionstore list`, prune), whose pages must walk an index:"
+        " PostgreSQL cannot estimate how many rows pass a condition on the view's parent_id (a subquery; it guesses"
+        " 1 in 200), so for a page it read and sorted every session; on the column its statistics say most do, and"
+        " it walks the index, looking each row up by its key (tests/postgres/test_pg_access_paths.py). The same"
+        " rows: a parent, once set, has its row (a foreign key).",
+        _top_level_postgresql,
+        ("postgresql",),
     ),
     Statement("SUBAGENTS", "A session's subagents, oldest first (through the index on sessions.parent).", _subagents),
     Statement(

@@ -44,6 +44,7 @@ class SQLiteBackend:
     """A sessionstore file at ``path``, as the commands use it."""
 
     refuses_nul = False
+    top_level = queries.TOP_LEVEL
 
     def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.path = path

@@ -195,6 +195,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         self._scrubbing: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
 
+    _top_level = queries.TOP_LEVEL
+
     def __repr__(self) -> str:
         return f"SQLiteStorage({str(self.path)!r}, synchronous={self.synchronous!r})"
 
