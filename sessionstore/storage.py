@@ -436,12 +436,16 @@ def record_row(record: SessionRecord) -> dict[str, object]:
     }
 
 
+MOST_EVENTS = 2**63 - 1
+"""More events than any history holds: the largest count both databases bind, what a larger ``last`` becomes."""
+
+
 def check_last(last: int | None) -> int | None:
     """``last`` as ``get_history`` takes it: ``None`` (every event) or a whole number of zero or more (``True``
-    is refused: a flag passed where a count was meant)."""
+    is refused: a flag passed where a count was meant), at most :data:`MOST_EVENTS`."""
     if last is not None and (not isinstance(last, int) or isinstance(last, bool) or last < 0):
         raise InvalidWindowError(f"last must be None or a whole number of zero or more, got {last!r}")
-    return last
+    return last if last is None else min(last, MOST_EVENTS)
 
 
 E = TypeVar("E")

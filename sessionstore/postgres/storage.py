@@ -507,7 +507,8 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         ``last`` that is not a whole number of zero or more). A window is one statement, one range of an index
         however long the history; this storage keeps no read cache."""
         sid = session_id_of(stream_id)
-        if check_last(last) == 0:
+        last = check_last(last)
+        if last == 0:
             return []
 
         async def read(conn: AsyncConnection) -> list[tuple[str, str]]:

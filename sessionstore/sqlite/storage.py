@@ -516,7 +516,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         ``set_history`` could compare against.
         """
         sid = session_id_of(stream_id)
-        if check_last(last) == 0:
+        last = check_last(last)
+        if last == 0:
             return []
         found = await self._read(_history_and_size, sid, last)
         if found is None:
