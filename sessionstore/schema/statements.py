@@ -320,15 +320,15 @@ def _recent(t: Schema, *, raw: bool = False) -> Any:
     after ``:last`` rows, whatever the history's length), then put back in order. ``raw``: as bytes."""
     s, e = t.sessions, t.events
     row_id = select(s.c.id).where(_sid(s)).scalar_subquery()
-    columns = (cast(e.c.type, LargeBinary), cast(e.c.payload, LargeBinary)) if raw else (e.c.type, e.c.payload)
+    columns = (e.c.type, e.c.payload)
     window = (
-        select(e.c.position, *(c.label(name) for c, name in zip(columns, ("type", "payload"), strict=True)))
+        select(e.c.position, *((cast(c, LargeBinary) if raw else c).label(c.name) for c in columns))
         .where(e.c.session == row_id)
         .order_by(e.c.position.desc())
         .limit(bindparam("last"))
         .subquery("w")
     )
-    return select(window.c.type, window.c.payload).order_by(window.c.position)
+    return select(*(window.c[c.name] for c in columns)).order_by(window.c[e.c.position.name])
 
 
 def _events_of(t: Schema, *columns: str) -> Any:
