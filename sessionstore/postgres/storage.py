@@ -52,6 +52,7 @@ from ..storage import (
     UPDATED_AT_SLACK,
     ContextLike,
     StreamId,
+    check_last,
     held_error,
     missing_parent,
     opened_from,
@@ -622,11 +623,20 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
             )
             return
 
-    async def get_history(self, stream_id: StreamId) -> list[Any]:
-        """The session's events in order (empty for an unknown stream)."""
+    async def get_history(self, stream_id: StreamId, *, last: int | None = None) -> list[Any]:
+        """The session's events in order (empty for an unknown stream); with ``last``, only its newest ``last``,
+        oldest of them first (all of them if it has fewer; :class:`~sessionstore.InvalidWindowError` for a
+        ``last`` that is not a whole number of zero or more). A window is one statement, one range of an index
+        however long the history; this storage keeps no read cache."""
         sid = session_id_of(stream_id)
+        last = check_last(last)
+        if last == 0:
+            return []
 
         async def read(conn: AsyncConnection) -> list[tuple[str, str]]:
+            if last is not None:
+                window = await conn.execute(text(queries.RECENT_EVENTS), {"sid": sid, "last": last})
+                return [(str(t), str(p)) for t, p in window]
             rows = (await conn.execute(text(queries.HISTORY), {"sid": sid})).all()
             return [(str(r[2]), str(r[3])) for r in rows if r[2] is not None]
 

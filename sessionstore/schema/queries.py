@@ -47,6 +47,8 @@ __all__ = [
     "ORPHAN_EVENTS_POSTGRESQL",
     "OVERVIEW",
     "PARENT_OF",
+    "RECENT_EVENTS",
+    "RECENT_EVENTS_BYTES",
     "RESET_MARK",
     "RESOLVE_PREFIX",
     "REVISION",
@@ -205,6 +207,21 @@ STORED_EVENTS = "SELECT events.type, events.payload FROM events WHERE events.ses
 STORED_EVENTS_BYTES = (
     "SELECT CAST(events.type AS BLOB) AS type, CAST(events.payload AS BLOB) AS payload FROM events WHERE "
     "events.session = :id ORDER BY events.position"
+)
+
+# A session's newest events, oldest of them first, by its session id: a range of the index on (session, position) read
+# from its end, whatever the history's length (get_history(..., last=N)); and the same as bytes, for a window holding
+# text that is not UTF-8.
+RECENT_EVENTS = (
+    "SELECT w.type, w.payload FROM (SELECT events.position AS position, events.type AS type, events.payload AS payload "
+    "FROM events WHERE events.session = (SELECT sessions.id FROM sessions WHERE sessions.session_id = :sid) ORDER BY "
+    "events.position DESC LIMIT :last) AS w ORDER BY w.position"
+)
+
+RECENT_EVENTS_BYTES = (
+    "SELECT w.type, w.payload FROM (SELECT events.position AS position, CAST(events.type AS BLOB) AS type, "
+    "CAST(events.payload AS BLOB) AS payload FROM events WHERE events.session = (SELECT sessions.id FROM sessions "
+    "WHERE sessions.session_id = :sid) ORDER BY events.position DESC LIMIT :last) AS w ORDER BY w.position"
 )
 
 # What import compares a stored session's events with.

@@ -316,6 +316,23 @@ def _history(t: Schema) -> Any:
     )
 
 
+def _recent(t: Schema, *, raw: bool = False) -> Any:
+    """A session's newest ``:last`` events, oldest of them first: the session's row id found once (a scalar
+    subquery, so both databases walk the unique index on (session, position) backwards from its end and stop
+    after ``:last`` rows, whatever the history's length), then put back in order. ``raw``: as bytes."""
+    s, e = t.sessions, t.events
+    row_id = select(s.c.id).where(_sid(s)).scalar_subquery()
+    columns = (e.c.type, e.c.payload)
+    window = (
+        select(e.c.position, *((cast(c, LargeBinary) if raw else c).label(c.name) for c in columns))
+        .where(e.c.session == row_id)
+        .order_by(e.c.position.desc())
+        .limit(bindparam("last"))
+        .subquery("w")
+    )
+    return select(*(window.c[c.name] for c in columns)).order_by(window.c[e.c.position.name])
+
+
 def _events_of(t: Schema, *columns: str) -> Any:
     s, e = t.sessions.alias("s"), t.events.alias("e")
     return (
@@ -607,6 +624,14 @@ STATEMENTS: list[Statement | Alias | Section] = [
         ),
         ("sqlite",),
     ),
+    Statement(
+        "RECENT_EVENTS",
+        "A session's newest events, oldest of them first, by its session id: a range of the index on (session,"
+        " position) read from its end, whatever the history's length (get_history(..., last=N)); and the same as"
+        " bytes, for a window holding text that is not UTF-8.",
+        _recent,
+    ),
+    Statement("RECENT_EVENTS_BYTES", "", lambda t: _recent(t, raw=True), ("sqlite",)),
     Statement(
         "EVENT_ROWS",
         "What import compares a stored session's events with.",
