@@ -26,7 +26,7 @@ import pytest
 from _clitools import TIMEOUT, Spec, conversation, write_db
 from datasette.version import __version__ as DATASETTE
 
-from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage
+from sessionstore import ModelMessage, ToolCall, ToolResult, UserMessage, migrate
 
 RED = "Why is the build red?\nIt was green yesterday."  # conversation()'s user message: a phrase "build red"
 APART = "The red light on the build server is unrelated."  # both words, not side by side
@@ -56,7 +56,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 
 class Site:
-    def __init__(self, url: str, red: str, other: str) -> None:
+    def __init__(self, url: str, red: str = "", other: str = "") -> None:
         self.url, self.red, self.other = url, red, other
 
     def get(self, path: str, **params: str | list[str]) -> str:
@@ -74,16 +74,19 @@ class Site:
         return {row["text"] for row in self.rows("transcript", **params)}
 
 
+DATASETTE_SERVE = [sys.executable, "-m", "datasette", "serve", "agent.db"]
+
+
 @contextlib.contextmanager
-def serve(db: Path) -> Iterator[str]:
-    """``datasette serve agent.db`` (only where to listen is said), until it answers; stopped after."""
+def serve(db: Path, command: list[str] = DATASETTE_SERVE) -> Iterator[str]:
+    """``datasette serve agent.db`` (or ``command``), told only where to listen, until it answers; stopped after."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log = db.parent / "datasette.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "datasette", "serve", db.name, "--host", "127.0.0.1", "--port", str(port)],
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
             cwd=db.parent,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -217,3 +220,38 @@ def test_chromium_renders_the_search_results(site: Site, tmp_path: Path) -> None
     assert f'<td class="col-text type-str">{RED}</td>' in dom
     assert f'<td class="col-session_id type-str">{site.red}</td>' in dom
     assert APART not in dom
+
+
+def test_sessionstore_datasette_passes_the_two_settings_the_file_cannot_hold(tmp_path: Path) -> None:
+    # One documented command: the search box takes FTS5's syntax as it is, and each hit's session reads its id
+    # (Datasette 0.65 would label it by its title column). Nothing is written beside the file.
+    db = tmp_path / "agent.db"
+    write_db(db, [Spec(conversation(), title="The red build")])
+    before = [path.name for path in tmp_path.iterdir()]
+    with serve(db, ["sessionstore", "datasette", "--db", "agent.db", "--"]) as url:
+        configured = Site(url)
+        assert configured.texts(_search="test_parse* NOT fixture") == {"1 failed: test_parse_dates"}
+        page = configured.get("/agent/events", _search='"build red"')
+        (sid,) = {row["session_id"] for row in configured.rows("transcript", _search='"build red"')}
+        assert f'<a href="/agent/sessions/1">{sid}</a>' in page
+    sqlite_and_log = {"agent.db-wal", "agent.db-shm", "datasette.log"}
+    assert {path.name for path in tmp_path.iterdir()} - sqlite_and_log == set(before)
+
+
+@pytest.mark.parametrize("where", ["old", "postgresql://me@localhost/agents"])
+def test_sessionstore_datasette_refuses_what_datasette_cannot_serve(built_old: Path, where: str) -> None:
+    db = str(built_old) if where == "old" else where
+    done = subprocess.run(["sessionstore", "datasette", "--db", db], capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 1 and done.stdout == ""
+    if where == "old":
+        assert f"run `sessionstore db upgrade --db {db}` first" in done.stderr
+    else:
+        assert "Datasette serves a SQLite file; postgresql://me@localhost/agents is a server's database" in done.stderr
+
+
+@pytest.fixture
+def built_old(tmp_path: Path) -> Path:
+    """A file at revision 0007, before Datasette could find its index."""
+    path = tmp_path / "old.db"
+    migrate.upgrade(path, "0007")
+    return path

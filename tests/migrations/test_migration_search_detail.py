@@ -57,8 +57,8 @@ def test_an_older_file_gets_the_new_index_rebuilt_with_every_event(built: Build)
         # Rebuilt within the upgrade: the event past the old mark is in, and the mark is at the newest event.
         assert conn.execute(UNINDEXED_EVENTS).fetchone() == (0,)
         found = conn.execute(
-            f"SELECT t.position, t.rowid = t.event_id FROM events_fts JOIN transcript AS t ON t.rowid = events_fts.rowid"
-            f" WHERE events_fts MATCH {PHRASE}"
+            "SELECT t.position, t.rowid = t.event_id FROM events_fts"
+            f" JOIN transcript AS t ON t.rowid = events_fts.rowid WHERE events_fts MATCH {PHRASE}"
         ).fetchall()
         assert found == [(1000, 1)]
         assert conn.execute("SELECT count(*) FROM events_fts WHERE events_fts MATCH 'careful'").fetchone() == (4,)
