@@ -26,17 +26,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 from . import datasette, records
 from .backend import Backend, open_backend
-from .errors import StorageError, UsageError
+from .errors import DatabaseNotFoundError, StorageError, UsageError
 from .reads import SearchHit, StoredEvent, StoredSession
 from .schema.revisions import upgrade_command
-from .storage import SessionRecord
+from .storage import SessionRecord, shown_time
 
 PROG = "sessionstore"
 SHORT_ID = 12
@@ -46,6 +46,13 @@ def default_db_path() -> str | Path:
     """``$SESSIONSTORE_DB`` (a path or a PostgreSQL URL, as ``--db`` takes them), else ``sessionstore/sessions.db``
     in the platform's user data folder."""
     return os.environ.get("SESSIONSTORE_DB") or platform_db_path()
+
+
+# Said when the database nobody named is missing: most likely the agent keeps its file elsewhere.
+NO_DEFAULT_DATABASE = (
+    " (the default database, which nothing has written yet: name your agent's file with --db PATH or"
+    " $SESSIONSTORE_DB, or make one with `python -m sessionstore.demo write FILE`)"
+)
 
 
 def _database(text: str) -> Backend:
@@ -65,10 +72,6 @@ def platform_db_path() -> Path:
 
 
 # -- output helpers -------------------------------------------------------------------------------
-
-
-def _local(when: datetime) -> str:
-    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
 # What a terminal would act on rather than show: C0 and C1 controls (escape sequences that clear the screen, write
@@ -203,7 +206,7 @@ def print_transcript(stored: StoredSession, held: dict[str, str], *, everything:
         out.line(f"parent   {summary.parent_id} (this session is one of its subagents)")
     out.line(f"title    {summary.title or '(none)'}")
     out.line(f"cwd      {summary.cwd}")
-    out.line(f"created  {_local(summary.created_at)}   updated {_local(summary.updated_at)}   {state}")
+    out.line(f"created  {shown_time(summary.created_at)}   updated {shown_time(summary.updated_at)}   {state}")
     out.line(f"events   {summary.events}")
     if stored.subagents:
         out.line(f"subagents {_subagent_count(stored)} (each shown where it started, indented)")
@@ -227,7 +230,7 @@ def _print_events(out: _Lines, stored: StoredSession, everything: bool, margin: 
         while waiting and waiting[0].record.created_at < event.created_at:
             _print_subagent(out, waiting.pop(0), everything, margin)
         lines = what.splitlines() or [""]
-        out.line(f"{margin}{_local(event.created_at)}  {who.ljust(width)}  {lines[0]}")
+        out.line(f"{margin}{shown_time(event.created_at)}  {who.ljust(width)}  {lines[0]}")
         for line in lines[1:]:
             out.line(f"{indent}{line}")
     for subagent in waiting:
@@ -293,7 +296,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     rows = [["ID", "UPDATED", "EVENTS", "CWD", "TITLE"]]
     rows += [
-        [s.session_id[:SHORT_ID], _local(s.updated_at)[:16], str(s.events), s.cwd, s.title or ""] for s in sessions
+        [s.session_id[:SHORT_ID], shown_time(s.updated_at, seconds=False), str(s.events), s.cwd, s.title or ""]
+        for s in sessions
     ]
     if len(rows) == 1:
         print("no sessions" + (f" in {args.cwd}" if args.cwd else ""), file=sys.stderr)
@@ -378,9 +382,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         return 0
     print(f"{verb} {noun} not updated for {args.older_than_text}:")
     for s in doomed:
-        print(
-            f"  {s.session_id[:SHORT_ID]}  {_local(s.updated_at)[:16]}  {s.events:>5} events  {s.title or ''}".rstrip()
-        )
+        when = shown_time(s.updated_at, seconds=False)
+        print(f"  {s.session_id[:SHORT_ID]}  {when}  {s.events:>5} events  {s.title or ''}".rstrip())
     if not args.yes:
         print("run again with --yes to delete them")
     else:
@@ -668,6 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    defaulted = args.db is None and not os.environ.get("SESSIONSTORE_DB")
     args.db = args.db or open_backend(default_db_path())
     if args.command == "prune":
         args.older_than_text = _age_text(args.older_than)
@@ -675,6 +679,8 @@ def _run(argv: Sequence[str] | None) -> int:
     sys.stdout = _Visible(stdout)
     try:
         code: int = args.handler(args)
+    except DatabaseNotFoundError as exc:
+        _fail(str(exc) + (NO_DEFAULT_DATABASE if defaulted else ""))
     except (StorageError, UsageError) as exc:
         _fail(str(exc))
     except BrokenPipeError:

@@ -20,6 +20,7 @@ from . import (
     UserMessage,
 )
 from .events import BaseEvent
+from .storage import shown_time
 
 
 async def write(path: str) -> None:
@@ -54,7 +55,7 @@ async def resume(path: str) -> None:
         store = SessionStore(storage=storage, retain_history=True)
         page = await store.list_sessions()
         for record in page.sessions:
-            print(f"{record.session_id}  {record.updated_at:%Y-%m-%d %H:%M:%S}  {record.cwd}  {record.title}")
+            print(f"{record.session_id}  {shown_time(record.updated_at)}  {record.cwd}  {record.title}")
         if not page.sessions:
             print("no sessions stored", file=sys.stderr)
             raise SystemExit(1)

@@ -206,3 +206,17 @@ def from_sqlite(exc: BaseException, path: object) -> StorageError:
     error = kind(f"{path} {hint} ({cause})")
     error.__cause__ = cause if isinstance(cause, Exception) else None
     return error
+
+
+def install_hint(extra: str) -> str:
+    """How to install what an extra of sessionstore brings, as a command that works where sessionstore came from
+    a checkout or a git URL: the extra's own requirements (read from the installed metadata, so the pins are
+    written once, in pyproject.toml), which pip finds on PyPI."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        wanted = [r.split(";")[0].strip() for r in requires("sessionstore") or () if f'extra == "{extra}"' in r]
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        wanted = []
+    packages = " ".join(f"'{w}'" for w in wanted) if wanted else f"'.[{extra}]' (in sessionstore's checkout)"
+    return f"install sessionstore's {extra} extra: pip install {packages}"

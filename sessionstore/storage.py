@@ -131,9 +131,9 @@ def holder() -> str:
     storages of one process, which hold apart too.
     """
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    since = shown_time(datetime.now(UTC))
     storage = next(_storages)
-    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}, storage {storage}) since {since} UTC"
+    return f"pid {os.getpid()} on {socket.gethostname()} ({program or 'python'}, storage {storage}) since {since}"
 
 
 _storages = itertools.count(1)
@@ -363,6 +363,15 @@ def utc_text(value: datetime) -> str:
         raise EventEncodeError(f"{value!r} is out of range once converted to UTC") from None
 
 
+def shown_time(when: datetime, *, seconds: bool = True) -> str:
+    """The one rule for a time shown to a person (the command line, the demo, a holder's mark): UTC, zone written.
+
+    UTC rather than local time because that is what the file stores, so ``sqlite3``, Datasette, the JSON output
+    and a colleague's machine in another zone all show the same instant as the same text.
+    """
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
+
+
 def stamp(text: object) -> datetime:
     """A stored timestamp (naive UTC text, or ISO 8601 with an offset) as an aware UTC datetime."""
     when = datetime.fromisoformat(str(text))
@@ -382,7 +391,8 @@ def storable_text(value: str, what: str) -> str:
     return value
 
 
-def _json(value: object, what: str) -> str:
+def json_text(value: object, what: str) -> str:
+    """How a session's JSON column is stored: compact UTF-8 text (the models' JSON type binds the same)."""
     # allow_nan=False: bare NaN is not JSON, and SQLite's JSON functions reject it.
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -407,9 +417,9 @@ def record_row(record: SessionRecord) -> dict[str, object]:
     return {
         "sid": sid,
         "cwd": storable_text(record.cwd, "cwd"),
-        "additional_directories": _json(list(record.additional_directories), "additional_directories"),
-        "mcp_servers": _json(list(record.mcp_servers), "mcp_servers"),
-        "meta": _json(dict(record.meta), "meta"),
+        "additional_directories": json_text(list(record.additional_directories), "additional_directories"),
+        "mcp_servers": json_text(list(record.mcp_servers), "mcp_servers"),
+        "meta": json_text(dict(record.meta), "meta"),
         "title": None if record.title is None else storable_text(record.title, "title"),
         "created_at": utc_text(record.created_at),
         "updated_at": utc_text(record.updated_at),

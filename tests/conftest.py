@@ -1,5 +1,8 @@
 """Fixtures shared by every test.
 
+``database``: a test that takes it runs once on a SQLite file and once on a PostgreSQL database
+(``databases.Database``: storages over it, its rows read behind their back).
+
 PostgreSQL: one throwaway server for the whole run (``pg_server.py``), started by the first test that needs it
 and stopped at the end whatever happens; each test gets a database of its own. It is never skipped in CI: a
 server that cannot start fails those tests loudly. Elsewhere ``SESSIONSTORE_PG_TESTS=off`` skips them, for a
@@ -10,8 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from databases import DATABASES, Database
 from pg_server import PostgresServer, ServerUnavailable, running
 
 HEAD_TEMPLATE = "sessionstore_head"
@@ -57,3 +62,10 @@ def pg_empty_url(pg_server: PostgresServer) -> Iterator[str]:
     name = pg_server.create_database()
     yield pg_server.url(name)
     pg_server.drop_database(name)
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Database:
+    """The test's own database, SQLite then PostgreSQL (skipped as every PostgreSQL test is, see above): a file
+    not made yet, or a new database at the head revision."""
+    return Database.of(request.param, request, tmp_path)

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "sessionstore"
 LAYERS: list[set[str]] = [
     {"errors", "events"},
     {"codec", "storage", "batches", "schema"},
-    {"reads", "stream", "registry"},
+    {"reads", "durable", "stream", "registry"},
     {"sqlite", "postgres", "scratch"},
     {"backend"},
     {"records", "admin", "transfer", "migrate", "datasette"},

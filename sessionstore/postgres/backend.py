@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
 from ..batches import in_batches
-from ..errors import NotADatabaseError, NotOnPostgreSQLError
+from ..errors import NotOnPostgreSQLError
 from ..reads import CheckReport, Connection, SearchHit, Stats
 from ..schema import queries
-from ..schema.revisions import HEAD, Direction, behind, objects_at_head
+from ..schema.revisions import HEAD, Direction, behind, not_ours, objects_at_head
 from . import migrate, search
-from .connect import PG_LOCK_CLASS, PgConnection, blocking, connected, pg_lock_key, redacted
+from .connect import PG_LOCK_CLASS, PgConnection, blocking, connected, pg_lock_key, redacted, streamed
 
 __all__ = ["PostgresBackend"]
 
@@ -44,11 +44,6 @@ _INDEX_VALID = (
     "SELECT i.indisvalid AND i.indisready FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
     " WHERE c.relname = 'events_fts' AND c.relnamespace = current_schema()::regnamespace"
 )
-# Events whose session row is gone (the foreign key stops it, unless it was dropped or triggers disabled).
-_ORPHANS = (
-    "SELECT e.id, e.session FROM events AS e LEFT JOIN sessions AS s ON s.id = e.session WHERE s.id IS NULL"
-    " ORDER BY e.id LIMIT 10"
-)
 
 
 class PostgresBackend:
@@ -67,10 +62,10 @@ class PostgresBackend:
         return f"PostgresBackend({self.name!r})"
 
     def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """In a greenlet; a generator's items are gathered first (the connection closes with the greenlet)."""
+        """In a greenlet; a generator's items are handed over as it makes them (:func:`streamed`), its
+        connection open until the last one is taken."""
         if inspect.isgeneratorfunction(fn):
-            items: list[Any] = blocking(lambda: list(fn(*args, **kwargs)))
-            return cast(T, iter(items))
+            return cast(T, streamed(fn, *args, **kwargs))
         result: T = blocking(fn, *args, **kwargs)
         return result
 
@@ -91,9 +86,9 @@ class PostgresBackend:
             yield conn
 
     def _usable(self, conn: PgConnection, does: str) -> None:
-        revision = conn.revision()
+        revision, populated = conn.revision_and_tables()
         if revision is None:
-            raise NotADatabaseError(f"{self.name} is not a sessionstore database (it has no schema revision)")
+            raise not_ours(self.name, populated)
         if revision != HEAD:
             raise behind(self.name, revision, does)
 
@@ -169,7 +164,7 @@ class PostgresBackend:
             revision = self.revision(conn)
             foreign = [
                 f"events row {event} points at a missing sessions row {session}"
-                for event, session in conn.execute(_ORPHANS)
+                for event, session in conn.execute(queries.ORPHAN_EVENTS_POSTGRESQL)
             ]
             stored = {f"{kind} {name}" for kind, name in conn.execute(_OBJECTS)}
             wanted = objects_at_head(postgresql=True)

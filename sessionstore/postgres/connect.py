@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ from ..errors import (
     DatabaseUnavailableError,
     EventEncodeError,
     StorageError,
+    install_hint,
 )
 from ..schema import queries
 from ..schema.revisions import judge_revision
@@ -91,10 +94,7 @@ def _async_url(url: str) -> Any:
     try:
         import asyncpg  # type: ignore[import-untyped]  # noqa: F401
     except ModuleNotFoundError:
-        raise StorageError(
-            f"{redacted(url)} is a PostgreSQL database: install sessionstore's postgres extra"
-            " (pip install 'sessionstore[postgres]')"
-        ) from None
+        raise StorageError(f"{redacted(url)} is a PostgreSQL database: {install_hint('postgres')}") from None
     from sqlalchemy.engine import make_url
 
     try:
@@ -245,6 +245,10 @@ class PgConnection:
     def revision(self) -> str | None:
         return read_revision(self._conn)[0]
 
+    def revision_and_tables(self) -> tuple[str | None, bool]:
+        """The revision, and whether the database holds any other table (see :func:`judge_revision`)."""
+        return read_revision(self._conn)
+
 
 def _db_errors() -> tuple[type[BaseException], ...]:
     import asyncpg
@@ -270,7 +274,13 @@ def connected(url: str, *, write: bool = False) -> Iterator[PgConnection]:
             conn = await_only(eng.connect())
             try:
                 if not write:
-                    await_only(conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True))
+                    # Rows come from a server-side cursor, as they are read: a listing of every session is
+                    # never held whole (at most a batch of rows, and whatever the command keeps).
+                    await_only(
+                        conn.execution_options(
+                            isolation_level="REPEATABLE READ", postgresql_readonly=True, stream_results=True
+                        )
+                    )
                 yield PgConnection(conn.sync_connection, url)
                 if conn.in_transaction():
                     await_only(conn.commit())
@@ -303,6 +313,65 @@ def blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return asyncio.run(run())
     with ThreadPoolExecutor(1, thread_name_prefix="sessionstore-postgres") as thread:
         return thread.submit(asyncio.run, run()).result()
+
+
+STREAM_BUFFER = 256  # items a streamed command's producer may run ahead of its reader
+
+
+class _End:
+    """What ends a :func:`streamed` producer's items: its exception, or None when it ran out."""
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+def streamed(fn: Callable[..., Generator[Any, None, None]], *args: Any, **kwargs: Any) -> Iterator[Any]:
+    """The items of the generator ``fn(*args, **kwargs)`` as it makes them, run by :func:`blocking` on a thread of
+    its own: a listing of every session is printed as it is read, never gathered first.
+
+    The two threads meet at a queue of :data:`STREAM_BUFFER` items, so the producer (and its server-side cursor) runs at
+    most that far ahead of the reader. Its exception is raised here, where the items are taken; a reader that
+    stops early (``close()``, an exception) stops the producer at its next item and waits for it to close its
+    connection.
+    """
+    items: queue.Queue[Any] = queue.Queue(STREAM_BUFFER)
+    stop = threading.Event()
+
+    def hand_over(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        end = _End(None)
+        made = fn(*args, **kwargs)
+        try:
+            for item in made:
+                if not hand_over(item):
+                    return
+        except BaseException as exc:  # handed to the reader, raised there
+            end = _End(exc)
+        finally:
+            made.close()  # here, in the greenlet: its connection closes before the thread ends
+        hand_over(end)
+
+    producer = threading.Thread(target=blocking, args=(produce,), name="sessionstore-postgres-stream", daemon=True)
+    producer.start()
+    try:
+        while True:
+            item = items.get()
+            if isinstance(item, _End):
+                if item.error is not None:
+                    raise item.error
+                return
+            yield item
+    finally:
+        stop.set()
+        producer.join()
 
 
 def null_pool() -> Any:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -36,28 +35,18 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..codec import Codec, JsonCodec, describe_row
-from ..errors import StorageError
-from ..reads import record_of
+from ..codec import Codec
+from ..durable import DurableStorage, Rewrite, event_row
 from ..schema import queries
 from ..storage import (
     BUSY_TIMEOUT,
     UPDATED_AT_SLACK,
     ContextLike,
-    SessionPage,
-    SessionRecord,
     StreamId,
-    annotate_context,
-    check_limit,
-    decode_cursor,
     held_error,
-    holder,
     missing_parent,
     opened_from,
-    page_of,
-    record_row,
     session_id_of,
-    storable_text,
 )
 from . import connect as pg
 from .connect import PG_LOCK_CLASS, pg_lock_key
@@ -93,10 +82,8 @@ _HELD_BY_ANOTHER = (
     " AND objid = CAST(:key AS oid) AND objsubid = 2 AND pid <> :mine)"
 )
 # A bare row for a session written before it was saved (or a subagent's stream); another writer may have made it
-# meanwhile. (released is a boolean here: PostgreSQL has no integer-to-boolean assignment.)
-NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").replace(
-    " RETURNING id", " ON CONFLICT (session_id) DO NOTHING RETURNING id"
-)
+# meanwhile.
+NEW_SESSION = queries.NEW_SESSION_POSTGRESQL
 
 # An append in one statement, one round trip, committed on its own: lock the session's row (making it if it is
 # missing, stamping updated_at if stale), then insert the event at the next position. One statement has one
@@ -295,16 +282,12 @@ class _Appenders:
                     conn.terminate()
 
 
-def _naive(value: datetime) -> datetime:
-    """How a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns)."""
-    return value.astimezone(UTC).replace(tzinfo=None)
-
-
 def _now() -> datetime:
-    return _naive(datetime.now(UTC))
+    """Now, as a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns)."""
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
-class PostgresStorage:
+class PostgresStorage(DurableStorage[AsyncEngine]):
     """Sessions and their events in a PostgreSQL database, named by its URL.
 
     Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`. The constructor does
@@ -331,100 +314,50 @@ class PostgresStorage:
             raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
+        super().__init__(codec=codec, auto_upgrade=auto_upgrade)
         self._url = url
         self.url = pg.redacted(url)
         """The URL with its password hidden."""
-        self.codec: Codec = codec if codec is not None else JsonCodec()
-        annotate_context(self, self.codec)
-        self.auto_upgrade = auto_upgrade
         self.lock_timeout = lock_timeout
         self.pool_size = pool_size
-        self._engine: AsyncEngine | None = None
+        # The engine is the base's _opened; the appenders' connections are made with it.
         self._appenders: _Appenders | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._opening: asyncio.Lock | None = None
-        self._guard: asyncio.Task[None] | None = None
         # Writes under way; those whose caller was cancelled are waited for before the next write starts.
         self._writes: set[asyncio.Task[Any]] = set()
         # Holds (see hold): the sessions held (session id -> row id), on one connection of their own.
         self._held: dict[str, int] = {}
         self._holds: Any = None
         self._holds_lock = asyncio.Lock()
-        self._holder = holder()  # how its holds are marked, and how its appends know its own marks
         self._orphans: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.url!r})"
 
-    # -- lifecycle ------------------------------------------------------------------
+    # -- lifecycle (the rest is DurableStorage's) ------------------------------------
 
-    async def __aenter__(self) -> PostgresStorage:
-        await self.open()
-        return self
+    def _new_loop(self) -> None:
+        self._writes, self._orphans = set(), set()
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def open(self) -> None:
-        """Reach the database now rather than on first use (creating or migrating its schema if needed)."""
-        await self._ready()
-
-    async def _ready(self) -> AsyncEngine:
-        loop = asyncio.get_running_loop()
-        if self._engine is not None and self._loop is loop:
-            return self._engine
-        if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
-            raise StorageError(f"{self} is in use by another event loop; use one PostgresStorage per event loop")
-        if self._opening is None or self._loop is not loop:
-            # First use, or the loop it was used on has closed: start over on this one.
-            self._opening = asyncio.Lock()
-            self._loop = loop
-            self._engine = None
-            self._writes, self._orphans = set(), set()
-        async with self._opening:
-            if self._engine is None:
-                try:
-                    await prepare(self._url, auto_upgrade=self.auto_upgrade)
-                except _DB_ERRORS as exc:
-                    raise pg.from_postgres(exc, self._url) from exc
-                settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-                engine = pg.engine(
-                    self._url,
-                    ping=False,
-                    pool_size=self.pool_size,
-                    max_overflow=0,
-                    connect_args={"server_settings": settings},
-                )
-                args, options = engine.dialect.create_connect_args(engine.url)  # what the engine's pool connects with
-
-                async def connect() -> Any:
-                    return await asyncpg.connect(*args, **options, server_settings=settings)
-
-                self._appenders = _Appenders(connect, self.pool_size, self._holder)
-                self._engine = engine
-                self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.url}")
-            return self._engine
-
-    async def aclose(self) -> None:
-        """Let writes under way finish, then close every connection. Reopens on next use."""
-        guard, self._guard = self._guard, None
-        if self._loop is asyncio.get_running_loop():
-            await self._dispose()
-        if guard is not None and not guard.done():
-            guard.cancel()
-
-    async def _close_with_loop(self) -> None:
-        # Cancelled when the loop shuts down with the storage still open: the connections are closed on
-        # their own loop rather than by the garbage collector after it.
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> AsyncEngine:
         try:
-            await asyncio.Event().wait()
-        finally:
-            try:
-                current = asyncio.current_task()
-            except RuntimeError:
-                current = None
-            if current is not None and self._guard is current:
-                await self._dispose()
+            await prepare(self._url, auto_upgrade=self.auto_upgrade)
+        except _DB_ERRORS as exc:
+            raise pg.from_postgres(exc, self._url) from exc
+        settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
+        engine = pg.engine(
+            self._url,
+            ping=False,
+            pool_size=self.pool_size,
+            max_overflow=0,
+            connect_args={"server_settings": settings},
+        )
+        args, options = engine.dialect.create_connect_args(engine.url)  # what the engine's pool connects with
+
+        async def connect() -> Any:
+            return await asyncpg.connect(*args, **options, server_settings=settings)
+
+        self._appenders = _Appenders(connect, self.pool_size, self._holder)
+        return engine
 
     async def _dispose(self) -> None:
         if self._writes:
@@ -437,7 +370,7 @@ class PostgresStorage:
             except _DB_ERRORS:
                 holds.terminate()
         self._held.clear()
-        engine, self._engine = self._engine, None
+        engine, self._opened = self._opened, None
         appenders, self._appenders = self._appenders, None
         if appenders is not None:
             await appenders.close()
@@ -478,7 +411,26 @@ class PostgresStorage:
         except _DB_ERRORS as exc:
             raise pg.from_postgres(exc, self._url) from exc
 
-    async def _read(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _read(self, read: Callable[..., T], *args: Any) -> T:
+        """Run ``read(connection, *args)`` on a pooled connection, as a :class:`~.connect.PgConnection` (SQLAlchemy's
+        synchronous API, in the greenlet ``run_sync`` drives)."""
+        url = self._url
+
+        async def run(conn: AsyncConnection) -> T:
+            return await conn.run_sync(lambda sync: read(pg.PgConnection(sync, url), *args))
+
+        return await self._read_async(run)
+
+    async def _write_row(self, sql: str, params: dict[str, Any]) -> None:
+        bound = pg.bind(params)  # times as datetimes, released a boolean
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(text(sql), bound)
+
+        await self._write(work)
+
+    async def _read_async(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``read`` on a pooled connection (read committed; its statements see what was committed)."""
         engine = await self._ready()
         try:
             async with engine.connect() as conn:
@@ -518,9 +470,7 @@ class PostgresStorage:
         stream_id = context.stream.id
         sid = session_id_of(stream_id)
         parent = opened_from(stream_id, context)
-        # Encoded now, on the caller's side: a bad event fails before any write.
-        type_name, payload = self.codec.encode(event)
-        row = {"type": type_name, "payload": payload, **describe_row(self.codec, event)}
+        row = event_row(self.codec, event)
 
         async def append(engine: AsyncEngine) -> None:
             appenders = self._appenders
@@ -559,33 +509,23 @@ class PostgresStorage:
             return [(str(r[2]), str(r[3])) for r in rows if r[2] is not None]
 
         decode = self.codec.decode
-        return [decode(type_name, payload) for type_name, payload in await self._read(read)]
+        return [decode(type_name, payload) for type_name, payload in await self._read_async(read)]
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
         session_id_of(stream_id)
         parent = opened_from(stream_id)
-        new = list(events)
-        codec = self.codec
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
-        encoded = [codec.encode(event) for event in new]
-        described = [describe_row(codec, event) for event in new]
+        rewrite = Rewrite(self.codec, events, eager=True)
 
         async def work(conn: AsyncConnection) -> None:
             now = _now()
             row_id = await self._lock_session(conn, stream_id, parent, now)
             stored = [(str(t), str(p)) for t, p in await conn.execute(text(queries.STORED_EVENTS), {"id": row_id})]
-            keep = 0
-            limit = min(len(stored), len(new))
-            while keep < limit and encoded[keep] == stored[keep]:
-                keep += 1
+            keep = rewrite.unchanged(stored)
             if keep < len(stored):
                 await conn.execute(text(queries.DELETE_EVENTS_FROM), {"id": row_id, "position": keep})
-            rows = [
-                {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": now}
-                | described[position]
-                for position, (type_name, payload) in enumerate(encoded[keep:], start=keep)
-            ]
+            rows = list(rewrite.rows(row_id, keep, now))
             if rows:
                 await conn.execute(text(queries.INSERT_EVENT), rows)
 
@@ -605,44 +545,7 @@ class PostgresStorage:
         if sid in self._held:
             await self.let_go(stream_id)  # the row is gone; the lock goes too
 
-    # -- SessionCatalog -----------------------------------------------------------------------
-
-    async def save_session(self, record: SessionRecord) -> None:
-        params = pg.bind(record_row(record))  # times as datetimes, released a boolean
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(text(queries.UPSERT_SESSION), params)
-
-        await self._write(work)
-
-    async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
-        sid = session_id_of(stream_id)
-
-        async def read(conn: AsyncConnection) -> SessionRecord | None:
-            rows = (await conn.execute(text(queries.OVERVIEW + " WHERE session_id = :sid"), {"sid": sid})).all()
-            if not rows:
-                return None
-            record = record_of(rows[0])
-            # The stored record: its title only if one was set.
-            return replace(record, title=None, derived_title=False) if record.derived_title else record
-
-        return await self._read(read)
-
-    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
-        params = {"sid": session_id_of(stream_id), "now": _now(), "released": released}
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(text(queries.TOUCH_SESSION), params)
-
-        await self._write(work)
-
-    async def set_title(self, stream_id: StreamId, title: str | None) -> None:
-        params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(text(queries.SET_TITLE), params)
-
-        await self._write(work)
+    # -- holds (the SessionCatalog is DurableStorage's, over _read and _write_row) ---------------
 
     async def hold(self, stream_id: StreamId) -> None:
         """Hold the session for this storage (a registry has it live), making its row if it has none.
@@ -710,26 +613,3 @@ class PostgresStorage:
 
     def _holder_pid(self) -> int:
         return self._appenders.holder_pid if self._appenders is not None else 0
-
-    async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
-    ) -> SessionPage:
-        """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time, after
-        ``cursor``."""
-        check_limit(limit)
-        params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else limit + 1}
-        if cursor is not None:
-            when, after = decode_cursor(cursor)
-            params.update(before=_naive(when), before_id=after)
-        sql = queries.list_sessions(
-            cwd=cwd is not None,
-            after=cursor is not None,
-            limit=limit is not None,
-            where=queries.TOP_LEVEL,
-            order="created_at",
-        )
-
-        async def read(conn: AsyncConnection) -> SessionPage:
-            return page_of([record_of(row) for row in await conn.execute(text(sql), params)], limit)
-
-        return await self._read(read)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import SchemaError, SchemaOutOfDateError, SchemaTooNewError
+from ..errors import NotADatabaseError, SchemaError, SchemaOutOfDateError, SchemaTooNewError
 
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
@@ -55,6 +55,19 @@ def behind(where: object, revision: str | None, does: str = "writes") -> SchemaE
     return SchemaError(
         f"{where} is at schema revision {revision!r}, this sessionstore {does} {HEAD!r};"
         f" run `{upgrade_command(where)}` first"
+    )
+
+
+def not_ours(where: object, populated: bool) -> NotADatabaseError:
+    """A database with no sessionstore schema, as every command and storage that reads one says it: empty, it
+    names the command that gives it the schema; holding another program's tables, it is left alone, and the
+    message says how to name or make a sessionstore database instead."""
+    if not populated:
+        return NotADatabaseError(f"{where} has no sessionstore schema yet; give it one with `{upgrade_command(where)}`")
+    return NotADatabaseError(
+        f"{where} is not a sessionstore database: it holds other tables and no sessionstore schema revision, and was"
+        " left untouched; name a sessionstore database with --db, or make a new one with"
+        " `sessionstore db upgrade --db NEW.db`"
     )
 
 

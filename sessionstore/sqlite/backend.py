@@ -303,7 +303,7 @@ def _index_problems(conn: sqlite3.Connection) -> list[str]:
     """Events the full-text index should find by a word of theirs and does not (or its errors)."""
     if conn.execute("SELECT count(*) FROM events_fts_progress").fetchone()[0] != 1:
         return ["the full-text index has lost its mark (events_fts_progress has no row)"]
-    low, high = conn.execute("SELECT min(id), max(id) FROM events").fetchone()
+    low, high = conn.execute(queries.EVENT_ID_RANGE).fetchone()
     if low is None:
         return []
     rng = random.Random(low * 31 + high)  # the same events each time for the same file

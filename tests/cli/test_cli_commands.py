@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -191,11 +193,26 @@ def test_commands_never_create_a_missing_database(call: Call, tmp_path: Path, ar
 
 
 def test_a_file_that_is_not_a_sessionstore_database(call: Call, tmp_path: Path) -> None:
+    # Empty, it is told the command that gives it the schema, and that command works.
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
     done = call("--db", empty, "list")
-    assert done.code == 1 and "is not a sessionstore database" in done.err
+    fix = f"sessionstore db upgrade --db {empty}"
+    assert (done.code, done.err) == (
+        1,
+        f"sessionstore: error: {empty} has no sessionstore schema yet; give it one with `{fix}`\n",
+    )
     assert empty.read_bytes() == b""
+    assert call(*fix.split()[1:]).code == 0 and call("--db", empty, "list").code == 0
+    # Another program's file is left alone; the message says how to name or make a sessionstore database.
+    theirs = tmp_path / "theirs.db"
+    with contextlib.closing(sqlite3.connect(theirs)) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    before = theirs.read_bytes()
+    done = call("--db", theirs, "list")
+    assert done.code == 1 and f"{theirs} is not a sessionstore database: it holds other tables" in done.err
+    assert done.err.rstrip().endswith("or make a new one with `sessionstore db upgrade --db NEW.db`")
+    assert theirs.read_bytes() == before
     folder = tmp_path / "folder.db"
     folder.mkdir()
     assert call("--db", folder, "stats").err == f"sessionstore: error: {folder} is a folder, not a database file\n"

@@ -34,7 +34,7 @@ def test_from_something_odd_yesterday_to_the_transcript_in_two_commands(sessions
     body = shown.stdout
     assert f"session  {newest}" in body
     transcript = body.split("\n\n", 1)[1].splitlines()
-    stamped = [line[21:] for line in transcript if line[:2] == "20"]  # after "YYYY-MM-DD HH:MM:SS  "
+    stamped = [line[25:] for line in transcript if line[:2] == "20"]  # after "YYYY-MM-DD HH:MM:SS UTC  "
     expected = [
         ("system", "You are careful."),
         ("user", "Why is the build red?"),
@@ -48,7 +48,7 @@ def test_from_something_odd_yesterday_to_the_transcript_in_two_commands(sessions
     assert body.endswith("(1 event that is not a message not shown: myapp.handoff; --all shows it)\n")
     everything = sessionstore("show", first.split()[0][:6], "--all", env=env).stdout
     # ... unless asked for: then it is listed by its type name, with its payload.
-    assert everything.splitlines()[-1][21:] == 'myapp.handoff  {"to_agent":"reviewer"}'
+    assert everything.splitlines()[-1][25:] == 'myapp.handoff  {"to_agent":"reviewer"}'
 
 
 def test_json_output_is_machine_readable(sessionstore: Run, tmp_path: Path) -> None:
@@ -88,6 +88,13 @@ def test_user_mistakes_print_one_line_exit_1_and_change_nothing(sessionstore: Ru
     done = sessionstore("--db", missing, "list")
     assert (done.returncode, done.stderr) == (1, f"sessionstore: error: {missing}: no such database file\n")
     assert not missing.exists()
+    # The default database (nobody named one) points the way: --db, $SESSIONSTORE_DB, or the demo that makes one.
+    done = sessionstore("list", env=child_env(XDG_DATA_HOME=str(tmp_path / "data")))
+    default = tmp_path / "data" / "sessionstore" / "sessions.db"
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"sessionstore: error: {default}: no such database file (the default database")
+    assert "--db PATH or $SESSIONSTORE_DB" in done.stderr and "python -m sessionstore.demo write FILE" in done.stderr
+    assert not (tmp_path / "data").exists()
 
     text = tmp_path / "notes.txt"
     text.write_text("these are my notes, not a database\n" * 200)

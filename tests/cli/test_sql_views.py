@@ -113,3 +113,21 @@ def test_search_command_prints_id_title_and_snippet(sessionstore: Run, call: Cal
     assert [h["snippet"] for h in json.loads(prefixed.out)] == ["the build is [green]"]
     bad = call("--db", db, "search", "--fts", "AND AND")
     assert bad.code == 1 and bad.err.startswith("sessionstore: error: not a valid full-text query")
+
+
+def test_the_guide_names_every_column_of_each_view_and_no_other(tmp_path: Path) -> None:
+    """Was: the guide listed 8 of ``session_overview``'s 12 columns. Its tables are read here, so a column added
+    to a view in a migration fails this test until the guide names it."""
+    db = tmp_path / "demo.db"
+    write_db(db, [Spec(conversation())])
+    guide = (Path(__file__).parents[2] / "docs" / "inspecting.md").read_text()
+    for view in ("session_overview", "transcript"):
+        table = guide.split(f"`{view}`, one row per", 1)[1].split("\n\n", 2)[1]
+        named = [
+            name.strip(" `")
+            for row in table.splitlines()[2:]
+            for name in row.split("|")[1].split(",")
+            if name.strip(" `")
+        ]
+        columns = sqlite3_shell(db, f"SELECT name FROM pragma_table_info('{view}');").splitlines()
+        assert sorted(named) == sorted(columns), view

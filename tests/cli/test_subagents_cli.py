@@ -51,7 +51,7 @@ def test_show_nests_each_subagent_where_it_started(call: Call, family: tuple[Pat
     assert shown.code == 0
     lines = shown.out.splitlines()
     assert "subagents 2 (each shown where it started, indented)" in lines
-    transcript = [re.sub(r"^\s*(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  )?", "", line) for line in lines]
+    transcript = [re.sub(r"^\s*(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC  )?", "", line) for line in lines]
     start = transcript.index("user         Plan the orchard survey")
     assert transcript[start:] == [
         "user         Plan the orchard survey",

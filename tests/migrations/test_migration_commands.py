@@ -132,4 +132,5 @@ def test_the_wheel_carries_the_migrations(tmp_path: Path) -> None:
         [python, "-c", "import sessionstore.ag2"], cwd=work, env=env, capture_output=True, text=True
     )
     assert missing.returncode == 1
-    assert missing.stderr.strip().endswith("pip install 'sessionstore[ag2]'")
+    # ... as a command that works wherever sessionstore came from: the extra's own requirements, from PyPI.
+    assert missing.stderr.strip().endswith("install sessionstore's ag2 extra: pip install 'ag2[acp]<1.3,>=1.2.1'")

@@ -262,24 +262,3 @@ def test_check_reports_the_lag_and_repair_brings_back_a_lost_mark(tmp_path: Path
     assert repaired.ok and repaired.unindexed == 0
     index_is_exact(path)
     assert len(records.search(path, "two")) == 2
-
-
-async def test_a_codec_giving_a_bad_text_path_is_refused_before_anything_is_written(tmp_path: Path) -> None:
-    """A text path SQLite cannot read would fail every later query on the row (the transcript, indexing,
-    search): the write is refused whole, with the codec and the path named."""
-    from sessionstore import EventEncodeError, JsonCodec
-    from sessionstore.codec import Description
-
-    class Careless(JsonCodec):
-        def describe(self, event: object) -> Description:
-            return Description("user", None, "$,content")
-
-    path = tmp_path / "agent.db"
-    stream = uuid4()
-    async with SQLiteStorage(path, codec=Careless()) as storage:
-        with pytest.raises(EventEncodeError, match=r"Careless\.describe gave the text path '\$,content'"):
-            await storage.save_event(UserMessage("lost?"), ctx(stream))
-        with pytest.raises(EventEncodeError):
-            await storage.set_history(stream, [UserMessage("lost?")])
-        assert await storage.get_history(stream) == []
-    assert records.search(path, "lost") == []
