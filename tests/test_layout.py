@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"reads", "durable", "stream", "registry"},
     {"sqlite", "postgres", "scratch"},
     {"backend"},
-    {"records", "admin", "transfer", "migrate"},
+    {"records", "admin", "transfer", "migrate", "datasette"},
     {"cli", "demo", "ag2", "__init__"},
 ]
 

@@ -171,8 +171,8 @@ class Section:
 
 # -- what is not a model ----------------------------------------------------------------------------------------
 
-# The views as revisions 0003 and 0006 define them: every column (the tests compare them with a database's), the
-# overview's in the order record_of reads them.
+# The views as revisions 0003, 0006 and 0008 define them: every column (the tests compare them with a database's),
+# the overview's in the order record_of reads them.
 OVERVIEW_VIEW = table(
     "session_overview",
     *map(
@@ -194,9 +194,11 @@ OVERVIEW_VIEW = table(
     ),
 )
 TRANSCRIPT = table(
-    "transcript", *map(column, ("session_id", "position", "type", "role", "text", "created_at", "event_id"))
+    "transcript",
+    *map(column, ("session_id", "position", "type", "role", "text", "created_at", "event_id", "rowid", "cwd")),
 )
-# SQLite's FTS5 index over the transcript (revision 0002), with its hidden columns rowid (the event's id) and rank.
+# SQLite's FTS5 index over the transcript (revisions 0002, 0008), with its hidden columns rowid (the event's id) and
+# rank.
 FTS = table("events_fts", column("text"), column("rowid"), column("rank"))
 # The event id up to which the index holds the events (revision 0005): one row.
 PROGRESS = table("events_fts_progress", column("id"), column("indexed_through"))

@@ -402,10 +402,18 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         """Finish removing deleted text from the file once no other process holds an older snapshot: every
         ``SCRUB_RETRY`` seconds, until the file's mark is clear; when the storage closes, one last try that waits
         ``SCRUB_WAIT`` (if that fails too, the next storage to open the file carries on)."""
-        merged = 0
+        merged = seen = 0
         try:
             while mark := await self._read(deleted_mark):
                 if mark != merged:  # a delete since the last merge (this storage's, or another process's)
+                    if mark != seen and not self._closing.is_set():
+                        # Maybe one of a long command's transactions (prune, delete: each marks anew, and the
+                        # command merges itself at its end): merge once the mark holds still, not after each,
+                        # which would rewrite the whole index as often and take the lock from that command.
+                        seen = mark
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._closing.wait(), SCRUB_RETRY)
+                        continue
                     await self._merge_index()
                     merged = mark
                 if self._closing.is_set():
