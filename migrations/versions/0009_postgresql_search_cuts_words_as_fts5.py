@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from alembic import op
-from sessionstore.errors import MigrationError
 from sessionstore.migrations.sqlobjects import Function, Group, Index
+
+from sessionstore.errors import MigrationError
 
 revision: str = "0009"
 down_revision: str | Sequence[str] | None = "0008"

@@ -98,7 +98,8 @@ class _Phrase:
         return "(" + " & ".join(term.tsquery() for term in self.terms) + ")"
 
 
-# A query: a term, a phrase, or (operator, left, right) with operator AND, OR or NOT (FTS5's binary NOT: left and not right).
+# A query: a term, a phrase, or (operator, left, right) with operator AND, OR or NOT (FTS5's binary NOT: left and
+# not right).
 _Query = _Term | _Phrase | tuple[str, Any, Any]
 
 
