@@ -292,7 +292,7 @@ SEARCH_POSTGRESQL = (
     "SELECT t.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_1, "
     "(SELECT o.parent_id FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_2, t.position, t.type, "
     "t.role, t.text FROM transcript AS t WHERE sessionstore_search_words(t.text) @@ CAST(:query AS TSQUERY) ORDER BY "
-    "ts_rank(sessionstore_search_words(t.text), CAST(:query AS TSQUERY)) DESC, t.event_id LIMIT :limit OFFSET :offset"
+    "t.event_id DESC LIMIT :limit OFFSET :offset"
 )
 
 # How many sessions, and how many released: the column as each database reads a boolean (an integer in SQLite, where any

@@ -391,11 +391,12 @@ def _search_postgresql(t: Schema) -> Any:
     # The expression the GIN index events_fts is built over (revision 0009), so that it serves the search; the
     # query is a tsquery's text as it is (no parser: its lexemes are spelled as the index's).
     words = func.sessionstore_search_words(tr.c.text)
-    query = cast(bindparam("query"), TSQUERY)
     return (
         select(*_hit(tr.c.session_id, tr.c.position, tr.c.type, tr.c.role), tr.c.text)
-        .where(words.op("@@")(query))
-        .order_by(func.ts_rank(words, query).desc(), tr.c.event_id)
+        .where(words.op("@@")(cast(bindparam("query"), TSQUERY)))
+        # Newest first: a rank would compute every match's words again (the index keeps no text), which took
+        # seconds for a common word on a large database (bench/pg_search.py).
+        .order_by(tr.c.event_id.desc())
         .limit(bindparam("limit"))
         .offset(bindparam("offset"))
     )

@@ -159,7 +159,7 @@ def test_the_limit_and_the_command_line(both: tuple[Path, str]) -> None:
     assert len(records.search(url, "answer", limit=3)) == 3
     assert hits(url, "answer") == hits(db, "answer") and len(hits(db, "answer")) == len(TEXTS)
     lite, pg = run("search", "build", "--json", "--db", db), run("search", "build", "--json", "--db", url)
-    # The same hits, snippets and titles; best first by each database's own ranking (FTS5's bm25, ts_rank).
+    # The same hits, snippets and titles; in each database's own order (FTS5's bm25; newest first on PostgreSQL).
     assert pg.returncode == 0 and len(json.loads(pg.stdout)) == 2
     assert sorted(json.loads(pg.stdout), key=str) == sorted(json.loads(lite.stdout), key=str)
 
