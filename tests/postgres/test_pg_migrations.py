@@ -209,7 +209,7 @@ def test_0009_indexes_the_words_inside_tokens_and_goes_back(pg_server: PostgresS
             "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at,"
             f" released, revision) VALUES ('{'b' * 32}', '/w', '[]', '[]', '{{}}', now(), now(), false, 0);"
             "INSERT INTO events (session, position, type, payload, created_at, role, text_path) SELECT id, 0,"
-            ' \'user_message\', \'{"content":"edit /home/me/src/app.py for bob@example.org"}\', now(), \'user\','
+            " 'user_message', '{\"content\":\"edit /home/me/src/app.py for bob@example.org\"}', now(), 'user',"
             " '$.content' FROM sessions",
         )
     )
