@@ -312,14 +312,14 @@ SEARCH_NEW_EVENTS = (
     "events_fts_progress.indexed_through FROM events_fts_progress) AND transcript.text IS NOT NULL"
 )
 
-# PostgreSQL: the GIN index events_fts (to_tsvector('simple', ...) of the transcript's text, revision 0003) finds
-# candidates for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it, and cuts the
-# snippet from the text. Paged: a page may keep fewer hits than it read.
+# PostgreSQL: the GIN index events_fts (the transcript's text cut as FTS5 cuts words, revision 0009) finds candidates
+# for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it, and cuts the snippet from the
+# text. Paged: a page may keep fewer hits than it read.
 SEARCH_POSTGRESQL = (
     "SELECT t.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_1, "
     "(SELECT o.parent_id FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_2, t.position, t.type, "
-    "t.role, t.text FROM transcript AS t WHERE to_tsvector('simple', t.text) @@ to_tsquery('simple', :query) ORDER BY "
-    "ts_rank(to_tsvector('simple', t.text), to_tsquery('simple', :query)) DESC, t.event_id LIMIT :limit OFFSET :offset"
+    "t.role, t.text FROM transcript AS t WHERE sessionstore_search_words(t.text) @@ CAST(:query AS TSQUERY) ORDER BY "
+    "t.event_id DESC LIMIT :limit OFFSET :offset"
 )
 
 # How many sessions, and how many released: the column as each database reads a boolean (an integer in SQLite, where any

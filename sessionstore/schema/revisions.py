@@ -40,7 +40,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0008"
+HEAD = "0009"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -110,7 +110,7 @@ OBJECTS_AT_HEAD_POSTGRESQL = (
     "0002.PG_FUNCTIONS",
     "0008.PG_TRANSCRIPT",
     "0006.PG_SESSION_OVERVIEW",
-    "0003.PG_SEARCH",
+    "0009.PG_SEARCH_WORDS",
 )
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 

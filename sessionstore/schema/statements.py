@@ -73,6 +73,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect
@@ -420,15 +421,15 @@ def _search(t: Schema) -> Any:
 
 def _search_postgresql(t: Schema) -> Any:
     tr = TRANSCRIPT.alias("t")
-    # The expression the GIN index events_fts is built over (revision 0003), so that it serves the search;
-    # 'simple' as text (SQLAlchemy would cast a bare str to regconfig), as the index has it.
-    simple = literal("simple")
-    words = func.to_tsvector(simple, tr.c.text)
-    query = func.to_tsquery(simple, bindparam("query"))
+    # The expression the GIN index events_fts is built over (revision 0009), so that it serves the search; the
+    # query is a tsquery's text as it is (no parser: its lexemes are spelled as the index's).
+    words = func.sessionstore_search_words(tr.c.text)
     return (
         select(*_hit(tr.c.session_id, tr.c.position, tr.c.type, tr.c.role), tr.c.text)
-        .where(words.op("@@")(query))
-        .order_by(func.ts_rank(words, query).desc(), tr.c.event_id)
+        .where(words.op("@@")(cast(bindparam("query"), TSQUERY)))
+        # Newest first: a rank would compute every match's words again (the index keeps no text), which took
+        # seconds for a common word on a large database (bench/pg_search.py).
+        .order_by(tr.c.event_id.desc())
         .limit(bindparam("limit"))
         .offset(bindparam("offset"))
     )
@@ -711,7 +712,7 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement(
         "SEARCH_POSTGRESQL",
-        "PostgreSQL: the GIN index events_fts (to_tsvector('simple', ...) of the transcript's text, revision 0003)"
+        "PostgreSQL: the GIN index events_fts (the transcript's text cut as FTS5 cuts words, revision 0009)"
         " finds candidates for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it,"
         " and cuts the snippet from the text. Paged: a page may keep fewer hits than it read.",
         _search_postgresql,

@@ -142,6 +142,7 @@ FILLERS = {
     "0006": fill_linked,
     "0007": fill_held,
     "0008": fill_held,
+    "0009": fill_held,
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.
