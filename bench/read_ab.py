@@ -129,9 +129,11 @@ async def one_statement(conn: aiosqlite.Connection, read: Callable[..., T], *arg
 
 
 async def history_by_statements(
-    conn: aiosqlite.Connection, sid: str
+    conn: aiosqlite.Connection, sid: str, last: int | None = None
 ) -> tuple[int, int, list[tuple[str, str]], int] | None:
-    """``_history_and_size`` in aiosqlite's API: the same statements in one read transaction, one call each."""
+    """``_history_and_size`` in aiosqlite's API: the same statements in one read transaction, one call each (the
+    whole history: the A/B reads no window)."""
+    assert last is None, "the A/B reads whole histories only"
     await conn.execute("BEGIN")
     try:
         found = list(await conn.execute_fetchall(queries.FIND_SESSION, {"sid": sid}))

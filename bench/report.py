@@ -70,6 +70,8 @@ class Run:
     json_bytes_d: dict[str, float] = field(default_factory=dict)
     pg: Any = None  # pg.PgSection
     pg_problem: str | None = None
+    laptop: Any = None  # laptop.LaptopSection
+    laptop_problem: str | None = None
 
     def cell(self, store: str, metric: str) -> Cell | None:
         return self.cells.get(store, {}).get(metric)

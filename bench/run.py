@@ -9,7 +9,9 @@ for working on the bench (minutes, not a measurement to publish).
 
 Every workload runs in interleaved rounds (every store once per round, the
 order reversed every other round) and sessionstore is compared with each store
-round by round: see ``bench/rounds.py`` for why.
+round by round: see ``bench/rounds.py`` for why. Sections a, b and lag run
+again with every fsync taking 2 ms and 10 ms (``--fsync-ms``), each latency in
+a process of its own with the slow-fsync shim preloaded: see ``bench/laptop.py``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ sys.path.insert(0, str(BENCH))
 import ag2_mix  # noqa: E402
 import cli_bench  # noqa: E402
 import footprint  # noqa: E402
+import laptop  # noqa: E402
 import pg  # noqa: E402
 import report  # noqa: E402
 import workloads as w  # noqa: E402
@@ -416,6 +419,8 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         "",
         *report.cli_section(run),
         "",
+        *laptop.lines(run.laptop, run.laptop_problem, run.pragmas),
+        "",
         *pg.lines(run.pg, run.pg_problem, sizes),
         "",
         "Durability per store:",
@@ -462,6 +467,7 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         if run.cli_problem is None
         else {"problem": run.cli_problem},
         "pg": pg.as_json(run.pg, run.pg_problem),
+        "laptop": laptop.as_json(run.laptop, run.laptop_problem),
     }
     (out / "results.json").write_text(json.dumps(raw, indent=1))
 
@@ -477,7 +483,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=BENCH, help="folder for results.md, results.json, chart.png")
     parser.add_argument("--only", help="comma-separated store keys (memory and raw are always run)")
     parser.add_argument("--sections", help=f"comma-separated, of {','.join(SECTIONS)} (default: all)")
+    parser.add_argument(
+        "--fsync-ms",
+        default=laptop.DEFAULT,
+        help=f"fsync latencies in ms at which sections a, b and lag run again (default {laptop.DEFAULT}; '' for none)",
+    )
     parser.add_argument("--worker-append", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-fsync", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--worker-memory", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -498,6 +510,10 @@ def main(argv: list[str]) -> int:
     unknown = sections - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    try:
+        fsync_ms = laptop.latencies(args.fsync_ms)
+    except ValueError as exc:
+        parser.error(f"--fsync-ms: {exc}")
     only = None if not args.only else {"memory", "raw", *args.only.split(",")}
     loaded = load(only)
     events = make_events(max(sizes.a, sizes.d, max(sizes.e) + sizes.e_calls, sizes.b_events, sizes.h_events))
@@ -516,6 +532,13 @@ def main(argv: list[str]) -> int:
         idle_lag_ms=0.0,
         pragmas={},
     )
+    if args.worker_fsync:
+        ms, out = args.worker_fsync
+        try:
+            laptop.child(int(ms), Path(out), sizes, loaded, sections, fresh, events)
+        finally:
+            shutil.rmtree(fresh.root, ignore_errors=True)
+        return 0
     for item in loaded:
         if item.adapter is None:
             print(f"{item.label}: {item.problem}", flush=True)
@@ -532,6 +555,12 @@ def main(argv: list[str]) -> int:
                 run.pragmas[item.key] = w.pragmas_of(item.adapter, fresh)
                 print(f"{item.label}: {run.pragmas[item.key]}", flush=True)
         measure_stores(run, store_workloads(run, fresh, events), sections, disk, after)
+        if fsync_ms and sections & set(laptop.SECTIONS):
+            flags = [*(["--smoke"] if args.smoke else []), *(["--quick"] if args.quick else [])]
+            flags += ["--only", args.only] if args.only else []
+            run.laptop = laptop.measure(loaded, fsync_ms, sections, flags, fresh.root, lambda t: print(t, flush=True))
+        else:
+            run.laptop_problem = "not run"
         if "ag2" in sections:
             measure_ag2(run, fresh, disk)
         else:

@@ -4,7 +4,7 @@
     python3 bench/slow_disk.py --against REV --rounds 3   # and REV, in alternating rounds
 
 Runs ``tests/reliability/_slow_disk.py`` (the test's own child: a 1 ms ticker on the event loop while the storage
-works) under ``tests/reliability/_slow_fsync.c``, built here with ``cc`` and preloaded, for each scenario:
+works) under ``tests/reliability/_slow_fsync.c``, built by ``shim.py`` and preloaded, for each scenario:
 ``slow`` (800 ms per fsync from the start: appends, several tasks writing at once, session records, opening and
 closing), ``turns`` (quick, 800 ms for 4 s, quick again) and ``large`` (one ``set_history`` of 10,000 events,
 4.6 MB, into an idle lane, fsync instant). Prints, per scenario and version, the worst lag, the p99 lag and the
@@ -24,26 +24,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+import shim
+
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "reliability"
 SCENARIOS = {"slow": 800, "turns": 0, "large": 0}
 STALL = 0.050
 
 
-def build(folder: Path) -> Path:
-    cc = shutil.which("cc")
-    if cc is None:
-        raise SystemExit("a C compiler (cc) is needed (apt-get install gcc)")
-    shim = folder / "slow_fsync.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", shim, TESTS / "_slow_fsync.c"], check=True)
-    return shim
-
-
-def sample(root: Path, shim: Path, folder: Path, scenario: str) -> dict[str, float]:
+def sample(root: Path, built: Path, folder: Path, scenario: str) -> dict[str, float]:
     """One run of the child with ``root``'s sessionstore: worst lag, p99 lag (ms) and stalls over 50 ms."""
     run = Path(tempfile.mkdtemp(dir=folder))
     db = run / "agent.db"
-    env = os.environ | {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    own = {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = os.environ | own
     subprocess.run(
         [
             sys.executable,
@@ -55,7 +49,7 @@ def sample(root: Path, shim: Path, folder: Path, scenario: str) -> dict[str, flo
     )
     speed = run / "fsync-ms"
     speed.write_text(str(SCENARIOS[scenario]))
-    env |= {"LD_PRELOAD": str(shim), "SLOW_FSYNC_FILE": str(speed)}
+    env = shim.environ(built, speed) | own
     done = subprocess.run(
         [sys.executable, TESTS / "_slow_disk.py", db, scenario], env=env, capture_output=True, text=True, check=True
     )
@@ -82,13 +76,13 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "-q", "--detach", str(worktree), args.against], check=True)
         versions = {args.against: worktree, **versions}
     try:
-        shim = build(folder)
+        built = shim.build(folder)
         for scenario in args.scenarios.split(","):
             results: dict[str, list[dict[str, float]]] = {name: [] for name in versions}
             for number in range(args.rounds):
                 order = list(versions.items())
                 for name, root in order if number % 2 == 0 else reversed(order):
-                    results[name].append(sample(root, shim, folder, scenario))
+                    results[name].append(sample(root, built, folder, scenario))
             for name, samples in results.items():
                 shown = []
                 for key, unit in (("max", " ms"), ("p99", " ms"), ("stalls", "")):

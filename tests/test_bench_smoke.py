@@ -77,6 +77,37 @@ def test_every_store_and_workload_has_a_cell(smoke: tuple[str, dict[str, object]
             assert rows[label].count("not installed") >= len(WORKLOADS)
 
 
+def test_the_laptop_disks_run_under_the_shim(smoke: tuple[str, dict[str, object], str]) -> None:
+    """Sections a, b and lag again at 2 and 10 ms per fsync (the default), each in a process with the slow-fsync
+    shim preloaded: its probes went through the shim (a sleep is never shorter than asked), every store that writes
+    a file synced through it in every sample, and the report has each latency's tables and targets."""
+    table, raw, stdout = smoke
+    laptop = raw["laptop"]
+    assert isinstance(laptop, dict)
+    assert laptop["problem"] is None, (laptop, stdout[-2000:])
+    assert [run["ms"] for run in laptop["latencies"]] == [2, 10]
+    for run in laptop["latencies"]:
+        ms = run["ms"]
+        assert run["problem"] is None, run
+        assert len(run["fsync_probes_ms"]) > 2
+        assert all(min(probe["ms"]) >= ms for probe in run["fsync_probes_ms"]), run["fsync_probes_ms"]
+        assert set(run["pragmas"]["sessionstore"]) == {"journal_mode", "synchronous", "wal_autocheckpoint"}
+        stores = run["stores"]
+        for key in ("memory", "raw", "sessionstore"):
+            for metric in ("a", "b", "la", "lb"):
+                cell = stores[key][metric]
+                assert cell["problem"] is None and cell["value"] is not None and cell["rounds"], (key, metric, cell)
+                fsyncs = stores[key][metric + ":fsyncs"]["samples"]
+                if key == "memory":
+                    assert fsyncs and max(fsyncs) == 0, fsyncs  # nothing on disk, nothing synced
+                else:
+                    assert fsyncs and min(fsyncs) > 0, (key, metric, fsyncs)
+        assert min(stores["raw"]["a:fsyncs"]["samples"]) >= 1  # the floor commits, and so syncs, every event
+        assert f"**a, b and lag @ {ms} ms fsync**" in table
+        assert f"Targets @ {ms} ms (sessionstore):" in table
+    assert "Laptop disks: (a), (b) and the loop lag again" in table
+
+
 def test_the_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> None:
     table, raw, _ = smoke
     # Rounds and paired ratios, with the floor's drift stated either way.

@@ -3,13 +3,21 @@
  * fsync and fdatasync sleep for the number of milliseconds the file holds (read at every call, so a test can
  * change the disk's speed while the process runs; no file, or no number in it: 0) and then return success,
  * without asking the real disk: how slow a commit is then depends on the file alone, never on the machine's
- * disk of the moment. Built by tests/reliability/test_slow_disk.py with `cc` at test time.
+ * disk of the moment. Every call is counted: slow_fsync_calls() says how many so far (the bench reads it through
+ * ctypes to check that a store's commits really went through the shim). Built with `cc` by
+ * tests/reliability/test_slow_disk.py at test time, and by bench/shim.py for the bench.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+static unsigned long calls;
+
+unsigned long slow_fsync_calls(void) {
+    return __atomic_load_n(&calls, __ATOMIC_RELAXED);
+}
 
 static long delay_ms(void) {
     const char *name = getenv("SLOW_FSYNC_FILE");
@@ -24,6 +32,7 @@ static long delay_ms(void) {
 
 static int slow_sync(void) {
     int saved = errno;
+    __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
     long ms = delay_ms();
     struct timespec left = {ms / 1000, (ms % 1000) * 1000000L};
     while (ms > 0 && nanosleep(&left, &left) == -1 && errno == EINTR) {
