@@ -1,8 +1,8 @@
-"""Alembic's environment: how a revision reaches a database file.
+"""Alembic's environment: how a revision reaches a database (a SQLite file or a PostgreSQL database).
 
-Two ways in, one transaction each way. SQLite's DDL is transactional, so a
-whole upgrade (every revision it crosses) commits or rolls back as one: a
-failed migration leaves the file as it was.
+Two ways in, one transaction each way. DDL is transactional on both databases,
+so a whole upgrade (every revision it crosses) commits or rolls back as one: a
+failed migration leaves the database as it was.
 
 * Programmatic (the backends' migration runners): the caller hands over a sync
   ``Connection`` in ``config.attributes["connection"]``, already inside its

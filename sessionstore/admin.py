@@ -112,8 +112,9 @@ def refuse_held(backend: Backend, conn: Connection, ids: Sequence[str], what: st
             )
 
 
-# A subagent goes with its session, never on its own; a session a live process holds is never a candidate.
-_PRUNABLE = f"{queries.TOP_LEVEL} AND updated_at < :cutoff"
+# A subagent goes with its session, never on its own (the backend's top_level); a session a live process holds is
+# never a candidate.
+_STALE = "updated_at < :cutoff"
 
 
 @command
@@ -137,15 +138,16 @@ def prune(
         cutoff = utc_text(datetime.now(UTC) - older_than)
     except OverflowError:  # older than the calendar goes back: nothing is that old
         cutoff = utc_text(datetime.min.replace(tzinfo=UTC))
+    prunable = f"{backend.top_level} AND {_STALE}"
     if dry_run:
         with backend.reading() as conn:
             current = backend.revision(conn) == HEAD
             held = backend.live_holders(conn)
-            found = iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff, current=current)
+            found = iter_sessions(conn, where=prunable, cutoff=cutoff, current=current)
             return [r for r in found if r.session_id not in held]
     with backend.writable() as conn:
         held = backend.live_holders(conn)
-        doomed = [r for r in iter_sessions(conn, where=_PRUNABLE, cutoff=cutoff) if r.session_id not in held]
+        doomed = [r for r in iter_sessions(conn, where=prunable, cutoff=cutoff) if r.session_id not in held]
         ids = [r.session_id for r in doomed]
         for done, _ in enumerate(backend.in_batches(conn, ids, _deleter(backend)), 1):
             if progress is not None:

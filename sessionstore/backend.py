@@ -41,6 +41,9 @@ class Backend(Protocol):
     """Where an import keeps its scratch files, found again (and removed) by the next import."""
     refuses_nul: bool
     """Whether text holding U+0000 cannot be stored (an import checks for it before writing anything)."""
+    top_level: str
+    """How a listing leaves subagents out, in this database's words (the statements' ``TOP_LEVEL``, or PostgreSQL's
+    ``TOP_LEVEL_POSTGRESQL``, whose selectivity its planner can estimate)."""
 
     def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a command's function, synchronous code using this backend's connections, to its end (a generator's

@@ -43,17 +43,18 @@ def in_batches(
         results: list[R] = []
         with transaction():
             started = time.monotonic()
-            # The last finish's time is kept free for this one's.
+            # The last finish's and commit's time is kept free for this one's: a commit writes what the items left
+            # for it (the full-text index's new segment, and merging it), in proportion to them.
             while time.monotonic() - started < seconds - finishing:
                 item = next(remaining, _END)
                 if item is _END:
                     done = True
                     break
                 results.append(apply(cast(T, item)))
+            finished = time.monotonic()
             if finish is not None:
-                finished = time.monotonic()
                 finish()
-                finishing = min(time.monotonic() - finished, BATCH_SECONDS / 2)
+        finishing = min(time.monotonic() - finished, BATCH_SECONDS / 2)
         yield from results
         if not done:
             time.sleep(PAUSE_SECONDS)

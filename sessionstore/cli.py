@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
-from . import records
+from . import datasette, records
 from .backend import Backend, open_backend
 from .errors import DatabaseNotFoundError, StorageError, UsageError
 from .reads import SearchHit, StoredEvent, StoredSession
@@ -413,6 +413,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_datasette(args: argparse.Namespace) -> int:
+    options = args.options[1:] if args.options[:1] == ["--"] else args.options
+    datasette.serve(args.db, options)
+
+
 def cmd_title(args: argparse.Namespace) -> int:
     if args.clear == (args.text is not None):
         raise UsageError("give the new title, or --clear")
@@ -583,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fts", action="store_true", help="TEXT is FTS5 syntax (AND, OR, NOT, prefix*)")
     p.add_argument("-n", "--limit", type=_positive, default=20, help="at most this many hits (default 20)")
     p.add_argument("--json", action="store_true", help="JSON output")
+
+    p = command("datasette", cmd_datasette, "serve the file with Datasette: FTS5 search, hits by session id")
+    p.add_argument("options", nargs=argparse.REMAINDER, metavar="-- OPTION", help="Datasette's own, after --")
 
     p = command("title", cmd_title, "set or clear a session's title")
     p.add_argument("id", help="session id or unique prefix")

@@ -90,6 +90,11 @@ class InvalidCursorError(StorageError, ValueError):
     """A session-list cursor this store never issued (cursors are opaque: pass back only ``next_cursor``)."""
 
 
+class InvalidWindowError(StorageError, ValueError):
+    """A ``last`` (how many of a history's newest events to read) that is not a whole number of zero or more;
+    nothing was read."""
+
+
 class NotADatabaseError(StorageError):
     """The file exists but is not a SQLite database (or is encrypted); it was not changed."""
 

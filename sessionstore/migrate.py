@@ -1,6 +1,7 @@
 """The migration runner: move any database between schema revisions through its backend.
 
-What ``sessionstore db`` and Alembic's ``env.py`` call. A SQLite file is moved
+What ``sessionstore db`` calls (the ``alembic`` command reaches the same runners through ``env.py`` and
+:meth:`~sessionstore.backend.Backend.run_alembic`). A SQLite file is moved
 under its write lock after a backup beside it (:mod:`sessionstore.sqlite.migrate`);
 a PostgreSQL database under an advisory lock, in one transaction
 (:mod:`sessionstore.postgres.migrate`). The revisions themselves, and which is

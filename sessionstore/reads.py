@@ -259,17 +259,10 @@ def _json_column(text: object, kind: type, name: str, unreadable: dict[str, str]
     return kind()
 
 
-# The sessions of a file from before session_overview had every column it lists (revision 0006): stored
-# titles only, counts included, no subagents (nothing linked them before 0006).
-_LEGACY_OVERVIEW = (
-    "(SELECT session_id, title, title IS NOT NULL AS title_set, cwd, additional_directories, mcp_servers, meta,"
-    " created_at, updated_at, released, (SELECT count(*) FROM events AS c WHERE c.session = sessions.id) AS events,"
-    " NULL AS parent_id FROM sessions) AS session_overview"
-)
-
-
 def _overview(sql: str, current: bool) -> str:
-    return sql if current else sql.replace("FROM session_overview", f"FROM {_LEGACY_OVERVIEW}")
+    """``sql``, a statement that begins with :data:`queries.OVERVIEW`, over the sessions of a file at an older
+    revision when not ``current``."""
+    return sql if current else queries.LEGACY_OVERVIEW + sql.removeprefix(queries.OVERVIEW)
 
 
 def iter_sessions(
@@ -289,14 +282,20 @@ def iter_sessions(
 
 
 def session_page(
-    conn: Connection, *, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+    conn: Connection,
+    *,
+    cwd: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+    top_level: str,
 ) -> SessionPage:
     """One page of sessions, newest first by creation, after ``cursor`` (see :class:`~sessionstore.SessionCatalog`).
 
     By creation, not last activity: ``created_at`` never changes, so a walk
     through the pages lists every session that exists for the whole walk
     exactly once, however sessions are written meanwhile. Subagents are not
-    listed: they belong to their session (:func:`read_session`).
+    listed: they belong to their session (:func:`read_session`); ``top_level``
+    is how the database's storage says so.
     """
     check_limit(limit)
     params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else min(limit + 1, _SQL_INT_MAX)}
@@ -307,7 +306,7 @@ def session_page(
         cwd=cwd is not None,
         after=cursor is not None,
         limit=limit is not None,
-        where=queries.TOP_LEVEL,
+        where=top_level,
         order="created_at",
     )
     rows = [record_of(row) for row in conn.execute(sql, params)]
@@ -400,11 +399,7 @@ def _legacy_events(conn: Connection, sid: str) -> list[StoredEvent]:
     # event types existed then, and its codec describes them.
     from .codec import legacy_description
 
-    rows = conn.execute(
-        "SELECT e.position, e.type, e.payload, e.created_at FROM events AS e JOIN sessions AS s"
-        " ON s.id = e.session WHERE s.session_id = :sid ORDER BY e.position",
-        {"sid": sid},
-    )
+    rows = conn.execute(queries.LEGACY_EVENTS_OF, {"sid": sid})
     events = []
     for position, kind, payload, created in rows:
         role, text, path = legacy_description(str(kind), str(payload))

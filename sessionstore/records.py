@@ -19,7 +19,6 @@ from .reads import (
     resolve,
     stored_session,
 )
-from .schema import queries
 from .schema.revisions import HEAD
 from .storage import SessionRecord, check_limit
 
@@ -43,7 +42,7 @@ def list_sessions(backend: Backend, *, cwd: str | None = None, limit: int | None
     check_limit(limit)
     with backend.reading() as conn:
         current = backend.revision(conn) == HEAD  # an older file is read too, with less in it
-        yield from iter_sessions(conn, cwd=cwd, limit=limit, where=queries.TOP_LEVEL, current=current)
+        yield from iter_sessions(conn, cwd=cwd, limit=limit, where=backend.top_level, current=current)
 
 
 @command

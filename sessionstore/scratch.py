@@ -3,7 +3,8 @@
 An import's new database (and its ``-wal``/``-shm``), an import's copy of an
 input it can read only once, an export's next file, a backup being taken: each
 holds conversation text, is private (0600), and is named
-``.<target's name>.<kind>-<pid>-<random>``, hidden beside the target. A command
+``.<target's name>.<kind>-<pid>-<random>`` (a backup's has no random part:
+``sqlite/migrate.py`` takes one at a time), hidden beside the target. A command
 that ends by an exception removes its own (Ctrl-C, and SIGTERM and SIGHUP,
 which the command line turns into Ctrl-C). One killed outright (SIGKILL, a
 power cut) cannot: the next command that makes scratch files for the same

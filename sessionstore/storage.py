@@ -4,14 +4,17 @@
 a storage written for one works with the other. A backend that also keeps
 session records (context, title, timestamps, released flag) implements
 :class:`SessionCatalog` as well; the registry uses it when it is there and
-works without it. Both are deliberately narrow: a PostgreSQL backend, or an
-adapter for AG2's ``ACPAgent``, implements these and nothing else.
+works without it. A storage several processes share implements :class:`Holding`
+too, so only the process whose registry has a session live writes it. All three are
+deliberately narrow: ``SQLiteStorage`` and ``PostgresStorage`` implement these and
+the registry asks for nothing more.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import inspect
 import itertools
 import json
 import os
@@ -25,13 +28,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 from uuid import UUID
 
 from .errors import (
     EventEncodeError,
     InvalidCursorError,
     InvalidSessionIdError,
+    InvalidWindowError,
     ParentSessionMissingError,
     SessionHeldError,
 )
@@ -207,6 +211,13 @@ class Storage(Protocol):
     async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None: ...
 
     async def drop_history(self, stream_id: StreamId) -> None: ...
+
+
+class RecentReads(Protocol):
+    """A storage that reads a history's newest events alone (``get_history(..., last=N)``): sessionstore's own.
+    AG2's :class:`Storage` protocol has no such argument, so :class:`History` asks for it only where it is."""
+
+    async def get_history(self, stream_id: StreamId, *, last: int | None = None) -> Iterable[BaseEvent]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,7 +402,8 @@ def storable_text(value: str, what: str) -> str:
     return value
 
 
-def _json(value: object, what: str) -> str:
+def json_text(value: object, what: str) -> str:
+    """How a session's JSON column is stored: compact UTF-8 text (the models' JSON type binds the same)."""
     # allow_nan=False: bare NaN is not JSON, and SQLite's JSON functions reject it.
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -416,14 +428,35 @@ def record_row(record: SessionRecord) -> dict[str, object]:
     return {
         "sid": sid,
         "cwd": storable_text(record.cwd, "cwd"),
-        "additional_directories": _json(list(record.additional_directories), "additional_directories"),
-        "mcp_servers": _json(list(record.mcp_servers), "mcp_servers"),
-        "meta": _json(dict(record.meta), "meta"),
+        "additional_directories": json_text(list(record.additional_directories), "additional_directories"),
+        "mcp_servers": json_text(list(record.mcp_servers), "mcp_servers"),
+        "meta": json_text(dict(record.meta), "meta"),
         "title": None if record.title is None else storable_text(record.title, "title"),
         "created_at": utc_text(record.created_at),
         "updated_at": utc_text(record.updated_at),
         "released": int(record.released),
     }
+
+
+MOST_EVENTS = 2**63 - 1
+"""More events than any history holds: the largest count both databases bind, what a larger ``last`` becomes."""
+
+
+def check_last(last: int | None) -> int | None:
+    """``last`` as ``get_history`` takes it: ``None`` (every event) or a whole number of zero or more (``True``
+    is refused: a flag passed where a count was meant), at most :data:`MOST_EVENTS`."""
+    if last is not None and (not isinstance(last, int) or isinstance(last, bool) or last < 0):
+        raise InvalidWindowError(f"last must be None or a whole number of zero or more, got {last!r}")
+    return last if last is None else min(last, MOST_EVENTS)
+
+
+E = TypeVar("E")
+
+
+def newest(events: Sequence[E], last: int | None) -> list[E]:
+    """A new list of the last ``last`` of ``events`` in their order (all of them for ``None``, or when there are
+    fewer)."""
+    return list(events if last is None else events[max(len(events) - last, 0) :])
 
 
 def check_limit(limit: int | None) -> int | None:
@@ -448,8 +481,10 @@ class MemoryStorage:
         self._ensure_record(stream_id, opened_from(stream_id, context))
         self._events[stream_id].append(event)
 
-    async def get_history(self, stream_id: StreamId) -> Iterable[BaseEvent]:
-        return list(self._events.get(stream_id, ()))
+    async def get_history(self, stream_id: StreamId, *, last: int | None = None) -> Iterable[BaseEvent]:
+        """The stream's events in order; with ``last``, only its newest ``last`` (see :func:`check_last`)."""
+        check_last(last)
+        return newest(self._events.get(stream_id, []), last)
 
     async def set_history(self, stream_id: StreamId, events: Iterable[BaseEvent]) -> None:
         new = list(events)
@@ -529,19 +564,40 @@ def page_of(rows: Sequence[SessionRecord], limit: int | None) -> SessionPage:
     return SessionPage(sessions=page, next_cursor=encode_cursor(last.created_at, last.session_id))
 
 
+def takes_last(storage: Storage) -> bool:
+    """Whether ``storage.get_history`` takes ``last`` (:class:`RecentReads`)."""
+    try:
+        return "last" in inspect.signature(storage.get_history).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin, a C extension)
+        return False
+
+
 class History:
     """One stream's slice of a storage: the view a turn reads and rewrites."""
 
     def __init__(self, storage: Storage, stream_id: StreamId) -> None:
         self._storage = storage
         self._stream_id = stream_id
+        self._recent_reads: bool | None = None  # whether storage.get_history takes last; looked at once
 
     @property
     def stream_id(self) -> StreamId:
         return self._stream_id
 
-    async def get_events(self) -> list[BaseEvent]:
-        return list(await self._storage.get_history(self._stream_id))
+    async def get_events(self, *, last: int | None = None) -> list[BaseEvent]:
+        """The stream's events in order; with ``last``, only its newest ``last``, oldest of them first.
+
+        A storage whose ``get_history`` takes ``last`` (sessionstore's) reads only those; any other
+        :class:`Storage` is read whole and cut here.
+        """
+        check_last(last)
+        if last is None:
+            return list(await self._storage.get_history(self._stream_id))
+        if self._recent_reads is None:
+            self._recent_reads = takes_last(self._storage)
+        if self._recent_reads:
+            return list(await cast(RecentReads, self._storage).get_history(self._stream_id, last=last))
+        return newest(list(await self._storage.get_history(self._stream_id)), last)
 
     async def replace(self, events: Iterable[BaseEvent]) -> None:
         await self._storage.set_history(self._stream_id, events)

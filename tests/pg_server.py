@@ -16,6 +16,12 @@ the suite, on a developer's machine and in CI alike, is ``pytest``; nothing has 
   instead (fsync, full_page_writes, synchronous_commit on): what the benchmark measures, where a commit's
   flush to disk is most of what an append costs.
 
+* Replication (the high-availability tests alone, through :func:`replicated`): :meth:`PostgresServer.standby` is a
+  hot standby made with ``pg_basebackup -R`` from a started server, streaming from it over its socket;
+  :meth:`PostgresServer.synchronous` makes the primary wait for it at every commit (``synchronous_standby_names``,
+  ``synchronous_commit=on``); :meth:`PostgresServer.kill` ends every process of a server with SIGKILL, as the
+  loss of its machine would, and :meth:`PostgresServer.promote` makes a standby the primary.
+
 Run as a script, it starts a server, prints its URL and waits until Ctrl-C (for poking at it with psql).
 """
 
@@ -29,15 +35,16 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PostgresServer", "ServerUnavailable", "bindir"]
+__all__ = ["PostgresServer", "ServerUnavailable", "bindir", "multi_host_url", "replicated"]
 
 USER = "postgres"
 """The database superuser the tests connect as (and, run as root, the OS user the server runs as)."""
@@ -73,9 +80,10 @@ def _free_port() -> int:
 class PostgresServer:
     """One server in its own temporary folder; :meth:`start`, :meth:`stop`, :meth:`restart`."""
 
-    def __init__(self, *, durable: bool = False) -> None:
+    def __init__(self, *, durable: bool = False, settings: Mapping[str, str] | None = None) -> None:
         self.bin = bindir()
         self.durable = durable
+        self.settings = dict(settings or {})  # more -c options at every start (a standby's cluster_name)
         self.password = secrets.token_hex(12)
         self.port = 0
         self.root = Path(tempfile.mkdtemp(prefix="sessionstore-pg-"))
@@ -141,6 +149,7 @@ class PostgresServer:
             if not self.durable:
                 options += " -c fsync=off -c full_page_writes=off"
             options += " -c max_connections=300 -c shared_buffers=32MB"
+            options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
             try:
                 self._run("pg_ctl", "start", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options)
                 return self
@@ -152,8 +161,64 @@ class PostgresServer:
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``fast``: clients are disconnected; ``immediate``: as if it crashed)."""
-        if (self.data / "postmaster.pid").exists():
+        if self.postmaster() is not None:
             self._run("pg_ctl", "stop", "-D", str(self.data), "-m", mode, "-w", "-t", "60")
+
+    def postmaster(self) -> int | None:
+        """The pid of the server's postmaster while it runs (None once stopped or killed)."""
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if _alive(pid) else None
+
+    def kill(self) -> None:
+        """SIGKILL every process of the server at once (postmaster, backends, WAL sender), as the loss of its
+        machine ends them: nothing is flushed or said to a client or a standby on the way out. Its folder (and the
+        stale postmaster.pid) stays, as after a crash."""
+        postmaster = self.postmaster()
+        if postmaster is None:
+            return
+        children = _children(postmaster)
+        if os.getpgid(postmaster) == postmaster:  # pg_ctl starts it in a process group of its own: one kill
+            os.killpg(postmaster, signal.SIGKILL)
+        for pid in [postmaster, *children]:  # and any child outside that group
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in [postmaster, *children]):
+            if time.monotonic() > deadline:
+                raise ServerUnavailable(f"the server's processes outlived SIGKILL: {children}")
+            time.sleep(0.005)
+
+    def promote(self) -> None:
+        """Make this standby the primary (``pg_ctl promote``); returns once it accepts writes."""
+        self._run("pg_ctl", "promote", "-D", str(self.data), "-w", "-t", "60")
+
+    def standby(self, name: str = "standby") -> PostgresServer:
+        """A hot standby of this started server, not started yet: ``pg_basebackup -R`` (its data and the
+        ``primary_conninfo`` that streams from this server's socket), named ``name`` (its ``cluster_name``, the
+        application name its WAL receiver gives, which the primary's ``synchronous_standby_names`` refers to)."""
+        replica = PostgresServer(durable=self.durable, settings={**self.settings, "cluster_name": name})
+        replica.password = self.password  # the same cluster: the same roles
+        where = ["-h", str(self.socket_dir), "-p", str(self.port), "-U", USER]
+        self._run("pg_basebackup", "-D", str(replica.data), "-R", "-X", "stream", "-c", "fast", *where)
+        return replica
+
+    def synchronous(self, name: str, *, timeout: float = 60) -> None:
+        """Make every commit here wait for standby ``name`` (``synchronous_standby_names``; ``synchronous_commit``
+        is on, its default: until the standby has the commit on its disk), once it streams in sync.
+
+        Set after the standby's base backup was taken, so the standby does not inherit it: promoted, it commits
+        alone (else it would wait for a standby of its own)."""
+        self.psql(f"ALTER SYSTEM SET synchronous_standby_names = '{name}'")
+        self.psql("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + timeout
+        query = f"SELECT sync_state FROM pg_stat_replication WHERE application_name = '{name}'"
+        while self.psql(query).strip() != "sync":
+            if time.monotonic() > deadline:
+                raise ServerUnavailable(f"standby {name} never became synchronous: {self.psql(query)!r}")
+            time.sleep(0.05)
 
     def restart(self, mode: str = "immediate") -> None:
         """Stop (by default as a crash would) and start again on the same port."""
@@ -212,6 +277,68 @@ class PostgresServer:
     def url(self, database: str, *, driver: str = "postgresql+asyncpg") -> str:
         """The URL an application would use: TCP on loopback, with the password in it."""
         return f"{driver}://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not; without /proc, as
+    on macOS, a zombie counts as running)."""
+    if not Path("/proc/self").exists():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        return _stat(Path(f"/proc/{pid}"))[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _stat(proc: Path) -> list[str]:
+    """The fields of /proc/PID/stat after the command's name (which is in parentheses and may hold anything)."""
+    return (proc / "stat").read_text().rpartition(")")[2].split()
+
+
+def _children(parent: int) -> list[int]:
+    """The pids whose parent is ``parent`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int(_stat(entry)[1]) == parent:
+                    found.append(int(entry.name))
+    return found
+
+
+def multi_host_url(servers: list[PostgresServer], database: str, *, attrs: str = "read-write") -> str:
+    """One URL naming every server (``postgresql://user:password@h1:p1,h2:p2/db?target_session_attrs=...``): a
+    client connects to the first that answers as ``attrs`` asks (``read-write``: the primary, whichever it is)."""
+    first = servers[0]
+    hosts = ",".join(f"127.0.0.1:{server.port}" for server in servers)
+    return f"postgresql://{USER}:{first.password}@{hosts}/{database}?target_session_attrs={attrs}"
+
+
+@contextlib.contextmanager
+def replicated(database: str, *, prepare: Any = None) -> Iterator[tuple[PostgresServer, PostgresServer]]:
+    """A primary and a synchronous streaming standby, both removed on leaving: ``(primary, standby)``.
+
+    ``database`` is created on the primary first and ``prepare(primary)`` run (the schema), before the standby's
+    base backup, so the standby starts with both."""
+    with running() as primary:
+        primary.psql(f'CREATE DATABASE "{database}" TEMPLATE template0')
+        if prepare is not None:
+            prepare(primary)
+        standby = primary.standby()
+        atexit.register(standby.remove)
+        try:
+            standby.start()
+            primary.synchronous("standby")
+            yield primary, standby
+        finally:
+            standby.remove()
+            atexit.unregister(standby.remove)
 
 
 @contextlib.contextmanager

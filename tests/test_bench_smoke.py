@@ -3,7 +3,8 @@
 It runs with only what the test environment has: sessionstore, MemoryStorage
 and the raw sqlite3 floor are measured; each peer that is not installed here
 must still get its row, saying so. Nothing here checks a timing: only that
-every section of the report is there, filled in or saying why not.
+every section of the report is there, filled in or saying why not. The same
+for the A/B of the read path (``bench/read_ab.py --smoke``).
 """
 
 from __future__ import annotations
@@ -173,3 +174,30 @@ def test_the_pg_section_measures_postgres(smoke: tuple[str, dict[str, object], s
     assert "processes against 1" in section
     assert "| store | synchronous_commit | fsync | wal_sync_method | read from |" in section
     assert "Targets (sessionstore PostgresStorage):" in section
+
+
+def test_the_read_ab_measures_every_path_in_every_round(tmp_path: Path) -> None:
+    """``bench/read_ab.py`` in its tiny mode: each read path (today's threads, aiosqlite, the others) gave every
+    figure in both rounds, on readers with the same settings, and is compared with today's round by round."""
+    out = tmp_path / "read_ab.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "read_ab.py"), "--smoke", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert got["settings"]["query_only"] == "1" and got["settings"]["journal_mode"] == "wal", got["settings"]
+    paths = got["paths"]
+    assert set(paths) == {"threads", "threads again", "aiosqlite", "aiosqlite whole", "pinned threads"}
+    for key, figures in paths.items():
+        assert len(figures) == 7, (key, figures)
+        for metric, cell in figures.items():
+            assert cell["problem"] is None and len(cell["rounds"]) == 2, (key, metric, cell)
+            # A writer may not get to commit in the smoke mode's few reads; every other figure is a real one.
+            assert cell["value"] > 0 or metric == "8 readers: appends/s", (key, metric, cell)
+    assert set(got["hops_us"]) == {"run_in_executor", "aiosqlite's queue", "a pinned thread's queue"}
+    assert all(us > 0 for us in got["hops_us"].values()), got["hops_us"]
+    for key in paths.keys() - {"threads"}:
+        assert f"- {key}, get_history 100 us: " in done.stdout and " of 2 rounds" in done.stdout, done.stdout

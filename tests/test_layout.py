@@ -16,10 +16,10 @@ PACKAGE = ROOT / "sessionstore"
 LAYERS: list[set[str]] = [
     {"errors", "events"},
     {"codec", "storage", "batches", "schema"},
-    {"reads", "stream", "registry"},
+    {"reads", "durable", "stream", "registry"},
     {"sqlite", "postgres", "scratch"},
     {"backend"},
-    {"records", "admin", "transfer", "migrate"},
+    {"records", "admin", "transfer", "migrate", "datasette"},
     {"cli", "demo", "ag2", "__init__"},
 ]
 

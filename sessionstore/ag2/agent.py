@@ -4,8 +4,10 @@ Where an application had ``ACPAgent(agent, ...)`` it writes
 ``DurableACPAgent(agent, "agent.db", ...)``. Everything ``ACPAgent`` does stays
 as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
 
-* AG2's history goes to ``SQLiteStorage(path, codec=AG2Codec())``, so a
-  conversation outlives the process that had it;
+* AG2's history goes to ``SQLiteStorage(path, codec=AG2Codec())`` (or to the
+  storage given instead of a path: any that keeps session records, such as a
+  ``PostgresStorage`` with ``codec=AG2Codec()``), so a conversation outlives
+  the process that had it;
 * every session has a row (context, title, times, released flag) kept in step
   with AG2's own registry, so ``session/list`` can list sessions of earlier
   processes and ``sessionstore list``/``prune`` see them too;
@@ -60,6 +62,7 @@ from ag2.exceptions import HumanInputError
 from ag2.history import unanswered_tool_calls
 from pydantic import BaseModel
 
+from ..durable import DurableStorage
 from ..errors import InvalidCursorError, SessionHeldError
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
@@ -811,8 +814,9 @@ class DurableACPAgent(ACPAgent):
         else:
             store, owns = storage, False
             codec = getattr(store, "codec", None)
-            if isinstance(store, SQLiteStorage) and not isinstance(codec, AG2Codec):
-                raise ValueError("a SQLiteStorage for AG2 events needs codec=AG2Codec()")
+            if isinstance(store, DurableStorage) and not isinstance(codec, AG2Codec):
+                # Either database's storage: the plain JSON codec refuses AG2's events at the first prompt.
+                raise ValueError(f"a {type(store).__name__} for AG2 events needs codec=AG2Codec()")
         catalog = storage_catalog(store) if isinstance(store, Storage) else None
         if catalog is None:
             raise TypeError(f"{storage!r} is not a storage that keeps session records (Storage and SessionCatalog)")

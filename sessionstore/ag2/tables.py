@@ -248,6 +248,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.EventEncodeError,
                 errors.InvalidSessionIdError,
                 errors.InvalidCursorError,
+                errors.InvalidWindowError,
                 errors.SessionHeldError,
                 errors.NotADatabaseError,
                 errors.DatabaseCorruptError,

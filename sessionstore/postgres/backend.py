@@ -1,12 +1,13 @@
 """The PostgreSQL backend: a database on a server, for the commands (:class:`~sessionstore.backend.Backend`).
 
-Every command runs inside :func:`~sessionstore.postgres.connect.blocking` (SQLAlchemy's synchronous API over
-asyncpg, in a greenlet), on :class:`~sessionstore.postgres.connect.PgConnection`. What differs from a file: a
-read is one ``REPEATABLE READ READ ONLY`` snapshot; a long command is one transaction (MVCC: an agent writing
-other sessions never waits for it, and a failed command leaves the database as it was); holds are advisory
-locks ``pg_locks`` shows; search answers as FTS5 would (:mod:`sessionstore.postgres.search`); ``check`` checks
-what a server's database has, and ``--repair`` is refused; deleted rows go at the next vacuum, with no log of
-old pages for a reader to hold; the schema moves under an advisory lock, with no backup (DDL is transactional).
+Every command runs inside :func:`~sessionstore.postgres.connect.blocking` (``streamed`` for one that yields:
+SQLAlchemy's synchronous API over asyncpg, in a greenlet), on :class:`~sessionstore.postgres.connect.PgConnection`.
+What differs from a file: a read is one ``REPEATABLE READ READ ONLY`` snapshot; a long command is one transaction
+(MVCC: an agent writing other sessions never waits for it, and a failed command leaves the database as it was);
+holds are advisory locks ``pg_locks`` shows; search answers as FTS5 would (:mod:`sessionstore.postgres.search`);
+``check`` checks what a server's database has, and ``--repair`` is refused; deleted rows go at the next vacuum,
+with no log of old pages for a reader to hold; the schema moves under an advisory lock, with no backup (DDL is
+transactional).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..reads import CheckReport, Connection, SearchHit, Stats
 from ..schema import queries
 from ..schema.revisions import HEAD, Direction, behind, not_ours, objects_at_head
 from . import migrate, search
-from .connect import PG_LOCK_CLASS, PgConnection, blocking, connected, pg_lock_key, redacted
+from .connect import PG_LOCK_CLASS, PgConnection, blocking, connected, pg_lock_key, redacted, streamed
 
 __all__ = ["PostgresBackend"]
 
@@ -44,11 +45,6 @@ _INDEX_VALID = (
     "SELECT i.indisvalid AND i.indisready FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
     " WHERE c.relname = 'events_fts' AND c.relnamespace = current_schema()::regnamespace"
 )
-# Events whose session row is gone (the foreign key stops it, unless it was dropped or triggers disabled).
-_ORPHANS = (
-    "SELECT e.id, e.session FROM events AS e LEFT JOIN sessions AS s ON s.id = e.session WHERE s.id IS NULL"
-    " ORDER BY e.id LIMIT 10"
-)
 
 
 class PostgresBackend:
@@ -56,6 +52,7 @@ class PostgresBackend:
 
     files: tuple[Path, ...] = ()
     refuses_nul = True
+    top_level = queries.TOP_LEVEL_POSTGRESQL
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -67,10 +64,10 @@ class PostgresBackend:
         return f"PostgresBackend({self.name!r})"
 
     def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """In a greenlet; a generator's items are gathered first (the connection closes with the greenlet)."""
+        """In a greenlet; a generator's items are handed over as it makes them (:func:`streamed`), its
+        connection open until the last one is taken."""
         if inspect.isgeneratorfunction(fn):
-            items: list[Any] = blocking(lambda: list(fn(*args, **kwargs)))
-            return cast(T, iter(items))
+            return cast(T, streamed(fn, *args, **kwargs))
         result: T = blocking(fn, *args, **kwargs)
         return result
 
@@ -169,7 +166,7 @@ class PostgresBackend:
             revision = self.revision(conn)
             foreign = [
                 f"events row {event} points at a missing sessions row {session}"
-                for event, session in conn.execute(_ORPHANS)
+                for event, session in conn.execute(queries.ORPHAN_EVENTS_POSTGRESQL)
             ]
             stored = {f"{kind} {name}" for kind, name in conn.execute(_OBJECTS)}
             wanted = objects_at_head(postgresql=True)

@@ -2,10 +2,13 @@
 
 What :mod:`sessionstore.sqlite.connect` is for a SQLite file, this is for a server:
 
-* a database is named by a URL (:func:`sessionstore.backend.open_backend` tells one from a path). The password
-  is never shown: every message and repr uses :func:`redacted`;
+* a database is named by a URL (:func:`sessionstore.backend.open_backend` tells one from a path), with one host
+  or several (``postgresql://user:pw@h1:5432,h2:5432/db?target_session_attrs=read-write``: a client connects to
+  the first that answers as asked, so the same URL finds the primary after a failover). The password is never
+  shown: every message and repr uses :func:`redacted`;
 * the engine is SQLAlchemy's async engine over asyncpg; ``json`` columns come back as their stored text
-  (sessionstore decodes them itself, and an export is the stored bytes);
+  (sessionstore decodes them itself, and an export is the stored bytes). A storage's connections are made by
+  :func:`connector`, which keeps trying while no server answers as asked (a failover under way);
 * the commands' statements run on a :class:`PgConnection` (a :class:`~sessionstore.reads.Connection`) inside
   :func:`blocking`.
 
@@ -16,8 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import queue
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import threading
+import time
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -48,7 +55,9 @@ __all__ = [
     "check_url",
     "blocking",
     "connected",
+    "connector",
     "engine",
+    "lost_connection",
     "from_postgres",
     "null_pool",
     "pg_lock_key",
@@ -88,6 +97,21 @@ def redacted(url: str) -> str:
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
+def _hosts_in_query(url: str) -> str:
+    """A URL naming several hosts as libpq writes it (``user:pw@h1:p1,h2:p2/db``) in the form SQLAlchemy parses
+    (``user:pw@/db?host=h1:p1&host=h2:p2``, which its asyncpg dialect hands on as asyncpg's host and port lists;
+    a host without a port gets PostgreSQL's 5432, as the dialect wants a port for each); any other URL as it is."""
+    scheme, sep, rest = url.partition("://")
+    authority, tail = re.match(r"([^/?#]*)/?(.*)", rest, re.DOTALL).groups()  # type: ignore[union-attr]
+    user, at, hosts = authority.rpartition("@")
+    if not sep or "," not in hosts:
+        return url
+    listed = [host if re.search(r":\d+$", host) else f"{host}:5432" for host in hosts.split(",")]
+    path, _, query = tail.partition("?")
+    query = "&".join([*(f"host={host}" for host in listed), *([query] if query else [])])
+    return f"{scheme}://{user}{at}/{path}?{query}"
+
+
 def _async_url(url: str) -> Any:
     try:
         import asyncpg  # type: ignore[import-untyped]  # noqa: F401
@@ -96,23 +120,79 @@ def _async_url(url: str) -> Any:
     from sqlalchemy.engine import make_url
 
     try:
-        parsed = make_url(url)
+        parsed = make_url(_hosts_in_query(url))
     except Exception:  # SQLAlchemy's message would quote the URL, password and all
         raise StorageError(f"not a valid database URL: {redacted(url)}") from None
     return parsed.set(drivername="postgresql+asyncpg")
 
 
-def engine(url: str, *, ping: bool = True, **options: Any) -> AsyncEngine:
+# -- reaching the primary through a failover --------------------------------------------------------------
+
+RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5)
+"""How long a connection attempt that found no server answering as asked waits before the next (the last value
+repeats): a promoted standby is found within half a second of accepting writes."""
+
+
+def _not_yet(exc: BaseException) -> bool:
+    """Whether a failed connection attempt means only "no server answers as asked yet" (one down, starting,
+    shutting down, or only standbys while one is promoted): worth trying again, as the attempt sent no statement.
+    A refused login, a database that does not exist, or a bad URL is not."""
+    import asyncpg
+
+    state = str(getattr(exc, "sqlstate", None) or "")
+    return (
+        isinstance(exc, OSError | asyncio.TimeoutError | asyncpg.TargetServerAttributeNotMatched)
+        or isinstance(exc, asyncpg.CannotConnectNowError | asyncpg.ConnectionDoesNotExistError)
+        or state.startswith(("08", "57P"))
+    )
+
+
+def connector(url: str, *, patience: float, **options: Any) -> Callable[[], Awaitable[Any]]:
+    """A function making a new asyncpg connection to ``url`` (every host it names; ``options`` are asyncpg's,
+    e.g. ``server_settings``), trying again for up to ``patience`` seconds while no server answers as the URL
+    asks (:data:`RETRY_DELAYS` apart). Only the connection is retried, never a statement: nothing was sent."""
+    import asyncpg
+
+    parsed = _async_url(url)
+    _, params = parsed.get_dialect()().create_connect_args(parsed)  # the host and port lists, the query's options
+
+    async def connect() -> Any:
+        deadline = time.monotonic() + patience
+        for attempt in itertools.count():
+            try:
+                return await asyncpg.connect(**params, **options)
+            except Exception as exc:
+                delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)]
+                if not _not_yet(exc) or time.monotonic() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+        raise AssertionError("itertools.count() ended")
+
+    return connect
+
+
+def lost_connection(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a statement already sent, means the connection was lost before its answer
+    came (the server ended, restarted, or is gone): whether the statement committed is then unknown."""
+    return isinstance(from_postgres(exc, ""), DatabaseUnavailableError)
+
+
+def engine(url: str, *, ping: bool = True, patience: float = 0, **options: Any) -> AsyncEngine:
     """An async engine for ``url``. Stale connections (a restarted server) are replaced before use.
 
     ``ping=True`` asks the server at every checkout (SQLAlchemy's pre-ping: on asyncpg three round trips, BEGIN,
     a query, ROLLBACK, more than an append itself costs). ``ping=False`` replaces at checkout, for nothing, a
     connection asyncpg already knows is closed: a server that stops or restarts closes its connections, and
-    asyncpg sees the socket close as soon as the event loop runs.
+    asyncpg sees the socket close as soon as the event loop runs. A connection that fails in use is discarded
+    (SQLAlchemy invalidates it, and the pool's older ones with it). ``patience`` (seconds): how long a new
+    connection is tried for while no server answers (see :func:`connector`).
     """
     from sqlalchemy import event
     from sqlalchemy.ext.asyncio import create_async_engine
 
+    if patience:
+        settings = options.get("connect_args", {})
+        options["async_creator"] = connector(url, patience=patience, **settings)
     made = create_async_engine(
         _async_url(url),
         pool_pre_ping=ping,
@@ -122,7 +202,15 @@ def engine(url: str, *, ping: bool = True, **options: Any) -> AsyncEngine:
     )
     if not ping:
         event.listen(made.sync_engine.pool, "checkout", _replace_if_closed)
+    event.listen(made.sync_engine, "handle_error", _discard_if_lost)
     return made
+
+
+def _discard_if_lost(context: Any) -> None:
+    # SQLAlchemy discards a connection whose socket it sees closed; one whose protocol asyncpg cannot go on with
+    # (see from_postgres) is discarded too, rather than handed out again to fail the same way.
+    if lost_connection(context.original_exception):
+        context.is_disconnect = True
 
 
 def _replace_if_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
@@ -167,13 +255,18 @@ def from_postgres(exc: BaseException, url: str) -> StorageError:
             break
     else:
         name = type(cause).__name__
+        # InternalClientError: asyncpg's protocol left in a state it cannot go on from, as when the server sent a
+        # FATAL error in the middle of a statement and closed (a server killed, its backends a moment later).
         if isinstance(cause, OSError | asyncio.TimeoutError) or name in (
             "ConnectionDoesNotExistError",
             "InterfaceError",
+            "InternalClientError",
             "ConnectionFailureError",
         ):
             kind, hint = DatabaseUnavailableError, "cannot be reached, or the connection was lost"
-    message = str(cause).replace(url, where)
+        elif name == "TargetServerAttributeNotMatched":
+            kind, hint = DatabaseUnavailableError, "has no host answering as the URL asks (target_session_attrs)"
+    message = str(cause).replace(url, where) if url else str(cause)
     error = kind(f"{where} {hint} ({type(cause).__name__}: {message})")
     error.__cause__ = cause if isinstance(cause, Exception) else None
     return error
@@ -252,7 +345,14 @@ def _db_errors() -> tuple[type[BaseException], ...]:
     import asyncpg
     from sqlalchemy.exc import SQLAlchemyError
 
-    return (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+    return (
+        SQLAlchemyError,
+        OSError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.InternalClientError,
+        asyncio.TimeoutError,
+    )
 
 
 @contextlib.contextmanager
@@ -272,7 +372,13 @@ def connected(url: str, *, write: bool = False) -> Iterator[PgConnection]:
             conn = await_only(eng.connect())
             try:
                 if not write:
-                    await_only(conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True))
+                    # Rows come from a server-side cursor, as they are read: a listing of every session is
+                    # never held whole (at most a batch of rows, and whatever the command keeps).
+                    await_only(
+                        conn.execution_options(
+                            isolation_level="REPEATABLE READ", postgresql_readonly=True, stream_results=True
+                        )
+                    )
                 yield PgConnection(conn.sync_connection, url)
                 if conn.in_transaction():
                     await_only(conn.commit())
@@ -305,6 +411,65 @@ def blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return asyncio.run(run())
     with ThreadPoolExecutor(1, thread_name_prefix="sessionstore-postgres") as thread:
         return thread.submit(asyncio.run, run()).result()
+
+
+STREAM_BUFFER = 256  # items a streamed command's producer may run ahead of its reader
+
+
+class _End:
+    """What ends a :func:`streamed` producer's items: its exception, or None when it ran out."""
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+def streamed(fn: Callable[..., Generator[Any, None, None]], *args: Any, **kwargs: Any) -> Iterator[Any]:
+    """The items of the generator ``fn(*args, **kwargs)`` as it makes them, run by :func:`blocking` on a thread of
+    its own: a listing of every session is printed as it is read, never gathered first.
+
+    The two threads meet at a queue of :data:`STREAM_BUFFER` items, so the producer (and its server-side cursor) runs at
+    most that far ahead of the reader. Its exception is raised here, where the items are taken; a reader that
+    stops early (``close()``, an exception) stops the producer at its next item and waits for it to close its
+    connection.
+    """
+    items: queue.Queue[Any] = queue.Queue(STREAM_BUFFER)
+    stop = threading.Event()
+
+    def hand_over(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        end = _End(None)
+        made = fn(*args, **kwargs)
+        try:
+            for item in made:
+                if not hand_over(item):
+                    return
+        except BaseException as exc:  # handed to the reader, raised there
+            end = _End(exc)
+        finally:
+            made.close()  # here, in the greenlet: its connection closes before the thread ends
+        hand_over(end)
+
+    producer = threading.Thread(target=blocking, args=(produce,), name="sessionstore-postgres-stream", daemon=True)
+    producer.start()
+    try:
+        while True:
+            item = items.get()
+            if isinstance(item, _End):
+                if item.error is not None:
+                    raise item.error
+                return
+            yield item
+    finally:
+        stop.set()
+        producer.join()
 
 
 def null_pool() -> Any:

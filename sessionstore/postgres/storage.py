@@ -20,15 +20,22 @@ How it keeps conversations safe, at PostgreSQL's default isolation (read committ
   whole); the storage's next write waits for it, so writes keep their order.
 * A connection lost mid-transaction rolls back on the server: a call that raised
   :class:`DatabaseUnavailableError` may or may not have committed, whole; a call that returned is committed.
-  Stale connections (a restarted server) are replaced before use, so the next call reconnects.
+  Stale connections (a restarted server) are replaced before use, so the next call reconnects; while no server
+  answers as the URL asks (a failover under way: a multi-host URL finds the promoted standby), new connections are
+  tried for ``reconnect_timeout`` seconds (:func:`~sessionstore.postgres.connect.connector`).
+* Through a failover: a read whose connection was lost is read again. An append whose connection was lost after
+  it was sent may have committed, so it is never sent again as it was (it could land twice): :meth:`_settle`
+  looks for it, with the session's row locked, and appends it only if it is not there. Other writes raise
+  :class:`DatabaseUnavailableError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
@@ -36,28 +43,20 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..codec import Codec, JsonCodec, describe_row
-from ..errors import StorageError
-from ..reads import record_of
+from ..codec import Codec
+from ..durable import DurableStorage, Rewrite, event_row
+from ..errors import DatabaseUnavailableError
 from ..schema import queries
 from ..storage import (
     BUSY_TIMEOUT,
     UPDATED_AT_SLACK,
     ContextLike,
-    SessionPage,
-    SessionRecord,
     StreamId,
-    annotate_context,
-    check_limit,
-    decode_cursor,
+    check_last,
     held_error,
-    holder,
     missing_parent,
     opened_from,
-    page_of,
-    record_row,
     session_id_of,
-    storable_text,
 )
 from . import connect as pg
 from .connect import PG_LOCK_CLASS, pg_lock_key
@@ -66,6 +65,8 @@ from .migrate import prepare
 __all__ = ["PostgresStorage"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 # -- the statements that differ from queries' ---------------------------------------------------------
@@ -93,10 +94,8 @@ _HELD_BY_ANOTHER = (
     " AND objid = CAST(:key AS oid) AND objsubid = 2 AND pid <> :mine)"
 )
 # A bare row for a session written before it was saved (or a subagent's stream); another writer may have made it
-# meanwhile. (released is a boolean here: PostgreSQL has no integer-to-boolean assignment.)
-NEW_SESSION = queries.NEW_SESSION.replace(":now, 0, 0)", ":now, FALSE, 0)").replace(
-    " RETURNING id", " ON CONFLICT (session_id) DO NOTHING RETURNING id"
-)
+# meanwhile.
+NEW_SESSION = queries.NEW_SESSION_POSTGRESQL
 
 # An append in one statement, one round trip, committed on its own: lock the session's row (making it if it is
 # missing, stamping updated_at if stale), then insert the event at the next position. One statement has one
@@ -183,9 +182,37 @@ HELD_ELSEWHERE = (
 APPEND_ONE = APPEND_ONE.replace("{HELD}", HELD_ELSEWHERE)
 APPEND_MANY = APPEND_MANY.replace("{HELD}", HELD_ELSEWHERE)
 
+# Whether an append whose commit's outcome is unknown is stored: its event, found by what it wrote, its
+# created_at included (to the microsecond; _now never gives a process two appends the same one). Run with the
+# session's row locked, so a transaction still committing it on this server has ended first.
+LANDED = "SELECT 1 FROM events WHERE session = :id AND created_at = :now AND type = :type AND payload = :payload"
+
 _BATCH = 64  # events in one APPEND_MANY at most
 
-_DB_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+_DB_ERRORS = (
+    SQLAlchemyError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncio.TimeoutError,
+)
+
+
+def _usable_after(exc: BaseException) -> bool:
+    """Whether a connection that raised ``exc`` may run another statement: after a statement's error that a
+    server still there reported, yes; after anything else (a lost connection, asyncpg's protocol in a state it
+    cannot go on from, a cancellation mid-statement), it is terminated instead."""
+    return isinstance(exc, asyncpg.PostgresError) and not pg.lost_connection(exc)
+
+
+class _Lost(Exception):
+    """An append sent on a connection that was lost before its answer came: committed or not, unknown. ``at`` is
+    the ``created_at`` it gave its event, by which :meth:`PostgresStorage._settle` finds it, or not."""
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(at)
+        self.at = at
 
 
 class _Appenders:
@@ -224,10 +251,16 @@ class _Appenders:
         way."""
         if self._slots.qsize() and not self._pending:
             conn = await self.acquire()  # free: no wait
+            now = _now()
             try:
-                now = _now()
                 guard = (PG_LOCK_CLASS, self.holder)
                 return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values, *guard) is not None
+            except BaseException as exc:
+                if not _usable_after(exc):
+                    conn.terminate()  # never handed out again
+                if isinstance(exc, _DB_ERRORS) and pg.lost_connection(exc):
+                    raise _Lost(now) from exc
+                raise
             finally:
                 self.release(conn)
         batch = self._pending[-1] if self._pending else None
@@ -250,20 +283,23 @@ class _Appenders:
                 done.set_exception(exc)
             return
         self._pending.remove(batch)  # closed to newcomers from here on
+        now = _now()
         try:
-            now = _now()
             columns = [list(column) for column in zip(*(values for values, _ in batch.values()), strict=True)]
             guard = (PG_LOCK_CLASS, self.holder)
             found = {
                 row[0]
                 for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns, *guard)
             }
-        except asyncpg.PostgresError:
-            found = set()  # refused whole (nothing committed): each appends the long way
-        except BaseException as exc:  # the connection was lost: committed or not, unknown, as for one append
-            for _, done in batch.values():
-                done.set_exception(exc)
-            return
+        except BaseException as exc:
+            if _usable_after(exc):
+                found = set()  # refused whole (nothing committed): each appends the long way
+            else:  # the connection was lost (committed or not, unknown: each caller settles its own), or worse
+                conn.terminate()
+                lost = isinstance(exc, _DB_ERRORS) and pg.lost_connection(exc)
+                for _, done in batch.values():
+                    done.set_exception(_Lost(now) if lost else exc)
+                return
         finally:
             self.release(conn)
         for sid, (_, done) in batch.items():
@@ -295,16 +331,20 @@ class _Appenders:
                     conn.terminate()
 
 
-def _naive(value: datetime) -> datetime:
-    """How a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns)."""
-    return value.astimezone(UTC).replace(tzinfo=None)
+_last_now = datetime.min
 
 
 def _now() -> datetime:
-    return _naive(datetime.now(UTC))
+    """Now, as a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns), and never
+    the same microsecond twice in a process (an append's created_at tells it from any other this process made:
+    :data:`LANDED`)."""
+    global _last_now
+    now = datetime.now(UTC).replace(tzinfo=None)
+    _last_now = now if now > _last_now else _last_now + timedelta(microseconds=1)
+    return _last_now
 
 
-class PostgresStorage:
+class PostgresStorage(DurableStorage[AsyncEngine]):
     """Sessions and their events in a PostgreSQL database, named by its URL.
 
     Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`. The constructor does
@@ -315,6 +355,12 @@ class PostgresStorage:
     pay its login, a TCP handshake and a SCRAM exchange, again on the next burst of writes); calls beyond that
     wait for one.
     The URL's password is never shown: ``repr``, messages and logs show ``***``.
+
+    High availability: ``url`` may name several hosts (``postgresql://u:pw@h1:5432,h2:5432/db?
+    target_session_attrs=read-write``); while none answers as asked (a failover under way), calls wait up to
+    ``reconnect_timeout`` seconds for one before :class:`~sessionstore.DatabaseUnavailableError`. ``read_url``,
+    if given, is where reads go (``get_history``, ``load_session``, ``list_sessions``): a standby, which may not
+    have applied the newest commits yet (see the PostgreSQL guide); writes and holds stay on ``url``.
     """
 
     def __init__(
@@ -325,106 +371,61 @@ class PostgresStorage:
         auto_upgrade: bool = True,
         lock_timeout: float = BUSY_TIMEOUT,
         pool_size: int = 5,
+        read_url: str | None = None,
+        reconnect_timeout: float = 30.0,
     ) -> None:
         pg.check_url(url)
+        if read_url is not None:
+            pg.check_url(read_url)
+        if reconnect_timeout < 0:
+            raise ValueError(f"reconnect_timeout must not be negative, got {reconnect_timeout}")
         if lock_timeout < 0:
             raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
+        super().__init__(codec=codec, auto_upgrade=auto_upgrade)
         self._url = url
         self.url = pg.redacted(url)
         """The URL with its password hidden."""
-        self.codec: Codec = codec if codec is not None else JsonCodec()
-        annotate_context(self, self.codec)
-        self.auto_upgrade = auto_upgrade
         self.lock_timeout = lock_timeout
         self.pool_size = pool_size
-        self._engine: AsyncEngine | None = None
+        self._read_url = read_url
+        self.reconnect_timeout = reconnect_timeout
+        self._reader: AsyncEngine | None = None  # on read_url, if given
+        # The engine is the base's _opened; the appenders' connections are made with it.
         self._appenders: _Appenders | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._opening: asyncio.Lock | None = None
-        self._guard: asyncio.Task[None] | None = None
         # Writes under way; those whose caller was cancelled are waited for before the next write starts.
         self._writes: set[asyncio.Task[Any]] = set()
         # Holds (see hold): the sessions held (session id -> row id), on one connection of their own.
         self._held: dict[str, int] = {}
         self._holds: Any = None
         self._holds_lock = asyncio.Lock()
-        self._holder = holder()  # how its holds are marked, and how its appends know its own marks
         self._orphans: set[asyncio.Task[Any]] = set()
+
+    _top_level = queries.TOP_LEVEL_POSTGRESQL
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.url!r})"
 
-    # -- lifecycle ------------------------------------------------------------------
+    # -- lifecycle (the rest is DurableStorage's) ------------------------------------
 
-    async def __aenter__(self) -> PostgresStorage:
-        await self.open()
-        return self
+    def _new_loop(self) -> None:
+        self._writes, self._orphans = set(), set()
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def open(self) -> None:
-        """Reach the database now rather than on first use (creating or migrating its schema if needed)."""
-        await self._ready()
-
-    async def _ready(self) -> AsyncEngine:
-        loop = asyncio.get_running_loop()
-        if self._engine is not None and self._loop is loop:
-            return self._engine
-        if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
-            raise StorageError(f"{self} is in use by another event loop; use one PostgresStorage per event loop")
-        if self._opening is None or self._loop is not loop:
-            # First use, or the loop it was used on has closed: start over on this one.
-            self._opening = asyncio.Lock()
-            self._loop = loop
-            self._engine = None
-            self._writes, self._orphans = set(), set()
-        async with self._opening:
-            if self._engine is None:
-                try:
-                    await prepare(self._url, auto_upgrade=self.auto_upgrade)
-                except _DB_ERRORS as exc:
-                    raise pg.from_postgres(exc, self._url) from exc
-                settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-                engine = pg.engine(
-                    self._url,
-                    ping=False,
-                    pool_size=self.pool_size,
-                    max_overflow=0,
-                    connect_args={"server_settings": settings},
-                )
-                args, options = engine.dialect.create_connect_args(engine.url)  # what the engine's pool connects with
-
-                async def connect() -> Any:
-                    return await asyncpg.connect(*args, **options, server_settings=settings)
-
-                self._appenders = _Appenders(connect, self.pool_size, self._holder)
-                self._engine = engine
-                self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.url}")
-            return self._engine
-
-    async def aclose(self) -> None:
-        """Let writes under way finish, then close every connection. Reopens on next use."""
-        guard, self._guard = self._guard, None
-        if self._loop is asyncio.get_running_loop():
-            await self._dispose()
-        if guard is not None and not guard.done():
-            guard.cancel()
-
-    async def _close_with_loop(self) -> None:
-        # Cancelled when the loop shuts down with the storage still open: the connections are closed on
-        # their own loop rather than by the garbage collector after it.
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> AsyncEngine:
         try:
-            await asyncio.Event().wait()
-        finally:
-            try:
-                current = asyncio.current_task()
-            except RuntimeError:
-                current = None
-            if current is not None and self._guard is current:
-                await self._dispose()
+            await prepare(self._url, auto_upgrade=self.auto_upgrade)
+        except _DB_ERRORS as exc:
+            raise pg.from_postgres(exc, self._url) from exc
+        settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
+        pool: dict[str, Any] = {"ping": False, "pool_size": self.pool_size, "max_overflow": 0}
+        patience = self.reconnect_timeout
+        engine = pg.engine(self._url, patience=patience, connect_args={"server_settings": settings}, **pool)
+        connect = pg.connector(self._url, patience=patience, server_settings=settings)
+        self._appenders = _Appenders(connect, self.pool_size, self._holder)
+        if self._read_url is not None:
+            self._reader = pg.engine(self._read_url, patience=patience, **pool)
+        return engine
 
     async def _dispose(self) -> None:
         if self._writes:
@@ -437,12 +438,14 @@ class PostgresStorage:
             except _DB_ERRORS:
                 holds.terminate()
         self._held.clear()
-        engine, self._engine = self._engine, None
+        engine, self._opened = self._opened, None
+        reader, self._reader = self._reader, None
         appenders, self._appenders = self._appenders, None
         if appenders is not None:
             await appenders.close()
-        if engine is not None:
-            await engine.dispose()
+        for pool in (engine, reader):
+            if pool is not None:
+                await pool.dispose()
 
     # -- running work --------------------------------------------------------------------
 
@@ -478,13 +481,40 @@ class PostgresStorage:
         except _DB_ERRORS as exc:
             raise pg.from_postgres(exc, self._url) from exc
 
-    async def _read(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _read(self, read: Callable[..., T], *args: Any) -> T:
+        """Run ``read(connection, *args)`` on a pooled connection, as a :class:`~.connect.PgConnection` (SQLAlchemy's
+        synchronous API, in the greenlet ``run_sync`` drives)."""
+        url = self._url
+
+        async def run(conn: AsyncConnection) -> T:
+            return await conn.run_sync(lambda sync: read(pg.PgConnection(sync, url), *args))
+
+        return await self._read_async(run)
+
+    async def _write_row(self, sql: str, params: dict[str, Any]) -> None:
+        bound = pg.bind(params)  # times as datetimes, released a boolean
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(text(sql), bound)
+
+        await self._write(work)
+
+    async def _read_async(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``read`` on a pooled connection (read committed; its statements see what was committed), on
+        ``read_url`` if given; read again if its connection is lost (a read changes nothing), on a new one, for up
+        to ``reconnect_timeout``."""
         engine = await self._ready()
-        try:
-            async with engine.connect() as conn:
-                return await read(conn)
-        except _DB_ERRORS as exc:
-            raise pg.from_postgres(exc, self._url) from exc
+        reader, url = (self._reader, self._read_url) if self._reader is not None else (engine, self._url)
+        assert url is not None
+        deadline = time.monotonic() + self.reconnect_timeout
+        while True:
+            try:
+                async with reader.connect() as conn:
+                    return await read(conn)
+            except _DB_ERRORS as exc:
+                if not pg.lost_connection(exc) or time.monotonic() > deadline:
+                    raise pg.from_postgres(exc, url) from exc
+            await asyncio.sleep(pg.RETRY_DELAYS[0])
 
     # -- inside a write transaction -------------------------------------------------------
 
@@ -518,9 +548,7 @@ class PostgresStorage:
         stream_id = context.stream.id
         sid = session_id_of(stream_id)
         parent = opened_from(stream_id, context)
-        # Encoded now, on the caller's side: a bad event fails before any write.
-        type_name, payload = self.codec.encode(event)
-        row = {"type": type_name, "payload": payload, **describe_row(self.codec, event)}
+        row = event_row(self.codec, event)
 
         async def append(engine: AsyncEngine) -> None:
             appenders = self._appenders
@@ -537,55 +565,99 @@ class PostgresStorage:
                 # One prepared statement (asyncpg caches it per connection), in autocommit.
                 if await appenders.append(sid, values):
                     return
+            except _Lost as lost:
+                return await self._settle(engine, stream_id, parent, row, lost.at)
             except _DB_ERRORS as exc:
                 raise pg.from_postgres(exc, self._url) from exc
 
             # Another writer of this session committed meanwhile, or holds its row: lock, then append.
+            now = _now()
+
             async def the_long_way(conn: AsyncConnection) -> None:
-                now = _now()
                 row_id = await self._lock_session(conn, stream_id, parent, now)
                 await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
 
-            await self._transaction(engine, the_long_way)
+            try:
+                await self._transaction(engine, the_long_way)
+            except DatabaseUnavailableError:
+                await self._settle(engine, stream_id, parent, row, now)
 
         await self._guarded(append)
 
-    async def get_history(self, stream_id: StreamId) -> list[Any]:
-        """The session's events in order (empty for an unknown stream)."""
+    async def _settle(
+        self, engine: AsyncEngine, stream_id: StreamId, parent: StreamId | None, row: dict[str, Any], at: datetime
+    ) -> None:
+        """Finish an append whose connection was lost after it was sent (the server ended or failed over): it may
+        have committed, so it is never simply sent again, which could store it twice. Once a primary answers, in
+        one transaction, the session's row is locked (a transaction still committing the append there ends
+        first) and the event looked for by what it wrote (:data:`LANDED`: its ``created_at``, ``at``, is this
+        process's alone); if it is not there it is appended, with that ``created_at`` (refused, as any append, if
+        another storage holds the session now). Tried again while connections are lost, for up to
+        ``reconnect_timeout``; then :class:`DatabaseUnavailableError`, the outcome unknown."""
+        sid = stream_id.hex
+        deadline = time.monotonic() + self.reconnect_timeout
+        params = {**row, "now": at}
+
+        async def settle(conn: AsyncConnection) -> bool:
+            locked = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+            if locked is not None and (await conn.execute(text(LANDED), {**params, "id": locked[0]})).first():
+                return True  # stored, whoever holds the session now
+            row_id = await self._lock_session(conn, stream_id, parent, _now())
+            await conn.execute(text(queries.APPEND_EVENT), {**params, "id": row_id})
+            return False
+
+        while True:
+            try:
+                landed = await self._transaction(engine, settle)
+            except DatabaseUnavailableError as exc:
+                if time.monotonic() > deadline:
+                    unknown = f"{exc}; the append to session {sid} may or may not be stored"
+                    raise DatabaseUnavailableError(unknown) from exc
+                await asyncio.sleep(pg.RETRY_DELAYS[0])
+                continue
+            logger.warning(
+                "%s: the connection was lost during an append to session %s, which %s",
+                self.url,
+                sid,
+                "had committed" if landed else "had not committed and is appended now",
+            )
+            return
+
+    async def get_history(self, stream_id: StreamId, *, last: int | None = None) -> list[Any]:
+        """The session's events in order (empty for an unknown stream); with ``last``, only its newest ``last``,
+        oldest of them first (all of them if it has fewer; :class:`~sessionstore.InvalidWindowError` for a
+        ``last`` that is not a whole number of zero or more). A window is one statement, one range of an index
+        however long the history; this storage keeps no read cache."""
         sid = session_id_of(stream_id)
+        last = check_last(last)
+        if last == 0:
+            return []
 
         async def read(conn: AsyncConnection) -> list[tuple[str, str]]:
+            if last is not None:
+                window = await conn.execute(text(queries.RECENT_EVENTS), {"sid": sid, "last": last})
+                return [(str(t), str(p)) for t, p in window]
             rows = (await conn.execute(text(queries.HISTORY), {"sid": sid})).all()
             return [(str(r[2]), str(r[3])) for r in rows if r[2] is not None]
 
         decode = self.codec.decode
-        return [decode(type_name, payload) for type_name, payload in await self._read(read)]
+        return [decode(type_name, payload) for type_name, payload in await self._read_async(read)]
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
         session_id_of(stream_id)
         parent = opened_from(stream_id)
-        new = list(events)
-        codec = self.codec
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
-        encoded = [codec.encode(event) for event in new]
-        described = [describe_row(codec, event) for event in new]
+        rewrite = Rewrite(self.codec, events, eager=True)
 
         async def work(conn: AsyncConnection) -> None:
             now = _now()
             row_id = await self._lock_session(conn, stream_id, parent, now)
             stored = [(str(t), str(p)) for t, p in await conn.execute(text(queries.STORED_EVENTS), {"id": row_id})]
-            keep = 0
-            limit = min(len(stored), len(new))
-            while keep < limit and encoded[keep] == stored[keep]:
-                keep += 1
+            keep = rewrite.unchanged(stored)
             if keep < len(stored):
                 await conn.execute(text(queries.DELETE_EVENTS_FROM), {"id": row_id, "position": keep})
-            rows = [
-                {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": now}
-                | described[position]
-                for position, (type_name, payload) in enumerate(encoded[keep:], start=keep)
-            ]
+            rows = list(rewrite.rows(row_id, keep, now))
             if rows:
                 await conn.execute(text(queries.INSERT_EVENT), rows)
 
@@ -605,44 +677,7 @@ class PostgresStorage:
         if sid in self._held:
             await self.let_go(stream_id)  # the row is gone; the lock goes too
 
-    # -- SessionCatalog -----------------------------------------------------------------------
-
-    async def save_session(self, record: SessionRecord) -> None:
-        params = pg.bind(record_row(record))  # times as datetimes, released a boolean
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(text(queries.UPSERT_SESSION), params)
-
-        await self._write(work)
-
-    async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
-        sid = session_id_of(stream_id)
-
-        async def read(conn: AsyncConnection) -> SessionRecord | None:
-            rows = (await conn.execute(text(queries.OVERVIEW + " WHERE session_id = :sid"), {"sid": sid})).all()
-            if not rows:
-                return None
-            record = record_of(rows[0])
-            # The stored record: its title only if one was set.
-            return replace(record, title=None, derived_title=False) if record.derived_title else record
-
-        return await self._read(read)
-
-    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
-        params = {"sid": session_id_of(stream_id), "now": _now(), "released": released}
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(text(queries.TOUCH_SESSION), params)
-
-        await self._write(work)
-
-    async def set_title(self, stream_id: StreamId, title: str | None) -> None:
-        params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(text(queries.SET_TITLE), params)
-
-        await self._write(work)
+    # -- holds (the SessionCatalog is DurableStorage's, over _read and _write_row) ---------------
 
     async def hold(self, stream_id: StreamId) -> None:
         """Hold the session for this storage (a registry has it live), making its row if it has none.
@@ -710,26 +745,3 @@ class PostgresStorage:
 
     def _holder_pid(self) -> int:
         return self._appenders.holder_pid if self._appenders is not None else 0
-
-    async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
-    ) -> SessionPage:
-        """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time, after
-        ``cursor``."""
-        check_limit(limit)
-        params: dict[str, Any] = {"cwd": cwd, "limit": None if limit is None else limit + 1}
-        if cursor is not None:
-            when, after = decode_cursor(cursor)
-            params.update(before=_naive(when), before_id=after)
-        sql = queries.list_sessions(
-            cwd=cwd is not None,
-            after=cursor is not None,
-            limit=limit is not None,
-            where=queries.TOP_LEVEL,
-            order="created_at",
-        )
-
-        async def read(conn: AsyncConnection) -> SessionPage:
-            return page_of([record_of(row) for row in await conn.execute(text(sql), params)], limit)
-
-        return await self._read(read)

@@ -13,7 +13,11 @@
     event when it was written: who said it and what a person reads.
 
 Timestamps are UTC, stored as ``YYYY-MM-DD HH:MM:SS.ffffff`` text: readable and
-sortable in ``sqlite3`` as they are.
+sortable in ``sqlite3`` as they are. The column types say how a value is bound
+(:class:`UtcDateTime`, :class:`JsonText`), by the storages' own rules: the
+storages run the statements compiled from these models
+(:mod:`sessionstore.schema.statements`) with plain ``sqlite3``, binding what
+those rules make, and ``tests/test_statements.py`` checks that the two agree.
 
 Triggers keep ``sessions.revision`` counting every change to a session's
 events, including edits made by hand in ``sqlite3``; a storage uses it to know
@@ -24,6 +28,8 @@ define them (``migrations/sqlobjects.py``).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -40,10 +46,13 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["Base", "Event", "Session", "UtcDateTime"]
+from ..storage import json_text, stamp, utc_text
+
+__all__ = ["Base", "Event", "JsonText", "Session", "UtcDateTime"]
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -55,17 +64,46 @@ NAMING = {
 
 
 class UtcDateTime(TypeDecorator[datetime]):
-    """Every timestamp column: naive UTC on disk (``timestamp without time zone``; text on SQLite). The storages
-    write and read it themselves (:func:`sessionstore.storage.utc_text`, :func:`~sessionstore.storage.stamp`): the
-    models describe the schema for Alembic, and run no statement."""
+    """Every timestamp column: naive UTC on disk (``timestamp without time zone``; text on SQLite), an aware
+    datetime in Python. Bound by the storages' rule (:func:`~sessionstore.storage.utc_text`: a naive datetime is
+    refused), read back as :func:`~sessionstore.storage.stamp` reads it."""
 
     impl = DateTime
     cache_ok = True
 
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else datetime.fromisoformat(utc_text(value))
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else stamp(value)
+
+
+class JsonText(TypeDecorator[Any]):
+    """Every JSON column, bound as the storages write it (:func:`~sessionstore.storage.json_text`: compact UTF-8
+    text, no NaN) where SQLAlchemy's ``JSON`` would write ``json.dumps``' spaced ASCII."""
+
+    impl = JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], str | None]:
+        return lambda value: None if value is None else json_text(value, "JSON column")
+
+    def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
+        quote = String().literal_processor(dialect)  # type: ignore[no-untyped-call]
+        assert quote is not None  # every dialect quotes a string
+        return lambda value: quote(json_text(value, "JSON column"))
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any]:
+        return lambda value: json.loads(value) if isinstance(value, str | bytes) else value
+
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UtcDateTime(), dict[str, Any]: JSON(), list[Any]: JSON()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UtcDateTime(),
+        dict[str, Any]: JsonText(),
+        list[Any]: JsonText(),
+    }
 
 
 class Session(Base):

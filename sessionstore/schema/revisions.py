@@ -40,7 +40,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0007"
+HEAD = "0009"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -98,9 +98,9 @@ def judge_revision(
 
 OBJECTS_AT_HEAD = (
     "0001.COUNTING",
-    "0003.TRANSCRIPT",
+    "0008.TRANSCRIPT",
     "0006.SESSION_OVERVIEW",
-    "0002.EVENTS_FTS",
+    "0008.EVENTS_FTS",
     "0005.INDEXING",
 )
 """The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
@@ -108,9 +108,9 @@ OBJECTS_AT_HEAD = (
 OBJECTS_AT_HEAD_POSTGRESQL = (
     "0001.PG_COUNTING",
     "0002.PG_FUNCTIONS",
-    "0003.PG_TRANSCRIPT",
+    "0008.PG_TRANSCRIPT",
     "0006.PG_SESSION_OVERVIEW",
-    "0003.PG_SEARCH",
+    "0009.PG_SEARCH_WORDS",
 )
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 

@@ -44,6 +44,7 @@ class SQLiteBackend:
     """A sessionstore file at ``path``, as the commands use it."""
 
     refuses_nul = False
+    top_level = queries.TOP_LEVEL
 
     def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.path = path
@@ -160,7 +161,7 @@ class SQLiteBackend:
         version's definitions; the full-text index, by looking up :data:`SAMPLES` events spread over the file by
         a word of their own (an index whose pages were damaged no longer finds them, though SQLite's checks
         pass); scratch files a killed command left beside the file; and the file's mark of deleted text
-        (:func:`~sessionstore.sqlite.connect.mark_deleted`, one read of its header). Reads only: an agent writing
+        (:func:`~sessionstore.sqlite.connect.deleted_mark`, one read of its header). Reads only: an agent writing
         meanwhile is not held up.
 
         With ``repair``, puts back what is missing or altered (views and triggers, from this version's
@@ -303,7 +304,7 @@ def _index_problems(conn: sqlite3.Connection) -> list[str]:
     """Events the full-text index should find by a word of theirs and does not (or its errors)."""
     if conn.execute("SELECT count(*) FROM events_fts_progress").fetchone()[0] != 1:
         return ["the full-text index has lost its mark (events_fts_progress has no row)"]
-    low, high = conn.execute("SELECT min(id), max(id) FROM events").fetchone()
+    low, high = conn.execute(queries.EVENT_ID_RANGE).fetchone()
     if low is None:
         return []
     rng = random.Random(low * 31 + high)  # the same events each time for the same file

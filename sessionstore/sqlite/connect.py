@@ -21,6 +21,7 @@ import contextlib
 import os
 import sqlite3
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,7 @@ __all__ = [
     "ensure_wal",
     "mark_deleted",
     "read_revision",
+    "replicated",
     "scrub_log",
     "transaction",
 ]
@@ -200,27 +202,36 @@ def deleted_mark(conn: sqlite3.Connection) -> int:
 
 
 def scrub_log(path: Path, mark: int, wait: float = SCRUB_WAIT) -> bool:
-    """Copy the write-ahead log into the file and empty it, so no earlier version of a page stays in either; then
-    clear the file's mark if it is still ``mark``. Whether the log was emptied.
+    """Make sure no earlier version of a page stays in the write-ahead log or the file; then clear the file's mark
+    if it is still ``mark``. Whether that is done.
 
     Call it after the full-text index was merged, with the mark read before the
     merge began: a delete that comes meanwhile sets a new mark, and keeps it
-    until a scrub that began after it. The log can be emptied only once no
-    other process holds a snapshot older than its end; this waits ``wait``
-    seconds at most for that (and for the write lock), then returns False and
-    leaves the mark set: while another process reads an older snapshot, the
-    pages it may read (where the deleted text still is, in the log and in the
-    file) cannot be overwritten.
+    until a scrub that began after it.
+
+    On a file a replicator copies (:func:`replicated`), sessionstore never
+    empties the log, nor waits for anyone: checkpoints are the replicator's job,
+    and it keeps a read transaction open for good, so emptying the log would
+    mean holding the write lock while waiting for it (every agent's write
+    stalled behind that wait, 1 s at each delete). Instead :func:`_past_restart`
+    clears the mark once the log has restarted since the delete. Elsewhere the log is copied into the file and emptied
+    (``wal_checkpoint(TRUNCATE)``), which needs a moment when no other process
+    holds a snapshot older than the log's end: this waits ``wait`` seconds at
+    most for that (and for the write lock), then returns False and leaves the
+    mark set: while another process reads an older snapshot, the pages it may
+    read (where the deleted text still is, in the log and in the file) cannot
+    be overwritten.
     """
     conn = connect(path, busy_timeout=wait)
     try:
+        if replicated(conn):
+            return not mark or _past_restart(conn, path, mark)
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             return False
         if mark:
             with transaction(conn, path):
-                if deleted_mark(conn) == mark:
-                    conn.execute("PRAGMA user_version = 0")
+                _clear_mark(conn, mark)
         return True
     except DatabaseBusyError:  # the write lock, taken meanwhile: the mark stays, for the next try
         return False
@@ -228,6 +239,119 @@ def scrub_log(path: Path, mark: int, wait: float = SCRUB_WAIT) -> bool:
         raise from_sqlite(exc, path) from exc
     finally:
         conn.close()
+
+
+def _clear_mark(conn: sqlite3.Connection, mark: int) -> None:
+    if deleted_mark(conn) == mark:
+        conn.execute("PRAGMA user_version = 0")
+
+
+REPLICATOR_TABLES = ("_litestream_seq", "_litestream_lock")
+"""The tables Litestream creates in a file it replicates (to force a write into an empty log, and to take the
+write lock while it copies the log)."""
+
+
+def replicated(conn: sqlite3.Connection) -> bool:
+    """Whether Litestream replicates this file, or did: its tables are in it (they stay after it stops).
+
+    Litestream asks applications to leave checkpoints to it: it copies each
+    generation of the log to its replicas before it lets the log restart, and a
+    log emptied behind its back can cost it a new snapshot of the whole file.
+    """
+    marks = ", ".join("?" * len(REPLICATOR_TABLES))
+    found = conn.execute(f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN ({marks})", REPLICATOR_TABLES)
+    return found.fetchone() is not None
+
+
+_generations_seen: dict[tuple[int, int, int], bytes] = {}
+"""(device, inode, mark) -> the salts of the log's generation first seen after that mark was set (by this process);
+guarded by :data:`_generations_lock` (scrubs run on worker threads)."""
+_generations_lock = threading.Lock()
+
+
+def _past_restart(conn: sqlite3.Connection, path: Path, mark: int) -> bool:
+    """On a replicated file: clear ``mark`` once the log has restarted since the delete; whether it is clear.
+
+    SQLite restarts the log (writes it again from its start, under new salts in
+    its header) only once every frame in it was copied into the file, so a
+    generation of the log begun after the delete committed means the file holds
+    only the pages as the delete left them, and so do the frames of that
+    generation. A restart writes over the earlier frames only as far as it
+    writes; the rest of them stay in the file past its end, with the deleted
+    text, so they are cut off (:func:`_cut_earlier_generations`), as SQLite
+    itself cuts them when ``journal_size_limit`` is set on the connection that
+    restarts the log (the replicator's, here). The first look after the delete
+    only notes the generation: it may have begun before the delete committed.
+
+    Litestream restarts the log at its checkpoints. Where nothing holds the log
+    back (Litestream stopped, and its tables stay; a file restored from its
+    replica), a passive checkpoint copies all of it into the file (it waits for
+    no one, and never restarts the log itself) and a write of the file's own
+    mark restarts it here; while Litestream runs, its read transaction keeps
+    the passive checkpoint from copying the frames written since its last one.
+    """
+    wal = Path(f"{path}-wal")
+    info = os.stat(path)
+    key = (info.st_dev, info.st_ino, mark)
+    with transaction(conn, path):
+        if _scrubbed(conn, wal, key, mark):
+            return True
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if busy or frames != copied:
+        return False  # held back: the replicator's next checkpoint restarts the log
+    with transaction(conn, path):
+        conn.execute(f"PRAGMA user_version = {deleted_mark(conn)}")  # a frame: the log starts again with it
+    with transaction(conn, path):
+        return _scrubbed(conn, wal, key, mark)
+
+
+def _scrubbed(conn: sqlite3.Connection, wal: Path, key: tuple[int, int, int], mark: int) -> bool:
+    """Inside a write transaction (no frame is written, and the log cannot restart, meanwhile): if the log has
+    restarted since the generation first seen for ``key``, or is empty, cut off the earlier generations and clear
+    ``mark``; whether it did. Otherwise note the generation seen (the first look for ``key``)."""
+    salts = _log_salts(wal)
+    with _generations_lock:
+        if salts is not None and _generations_seen.setdefault(key, salts) == salts:
+            for other in [k for k in _generations_seen if k[:2] == key[:2] and k != key]:
+                del _generations_seen[other]  # an older mark's, superseded by this one
+            return False  # the first look since the delete, or no restart since
+        _generations_seen.pop(key, None)
+    if salts is not None:
+        _cut_earlier_generations(wal, salts)
+    _clear_mark(conn, mark)
+    return True
+
+
+WAL_HEADER = 32
+"""Bytes of the write-ahead log's header: magic, format, page size, checkpoint count, the two salts, a checksum."""
+WAL_FRAME_HEADER = 24
+"""Bytes before each page in the log: page number, size after commit, the two salts, a checksum."""
+
+
+def _log_salts(wal: Path) -> bytes | None:
+    """The salts of the log's current generation (from its header); None when the log is empty (absent, or
+    emptied by a ``TRUNCATE`` checkpoint): then every frame written was copied into the file, and none is left."""
+    try:
+        with open(wal, "rb") as log:
+            header = log.read(WAL_HEADER)
+    except FileNotFoundError:
+        return None
+    return header[16:24] if len(header) == WAL_HEADER else None
+
+
+def _cut_earlier_generations(wal: Path, salts: bytes) -> None:
+    """Cut the log off after the frames of its current generation (``salts``): what follows them is frames of
+    earlier generations, which SQLite never reads again. Only with the write lock held (as SQLite does it)."""
+    with open(wal, "r+b") as log:
+        header = log.read(WAL_HEADER)
+        page_size = int.from_bytes(header[8:12], "big")
+        frame = WAL_FRAME_HEADER + (65536 if page_size == 1 else page_size)
+        size = os.fstat(log.fileno()).st_size
+        end = WAL_HEADER
+        while end + frame <= size and os.pread(log.fileno(), 8, end + 8) == salts:
+            end += frame
+        if end < size:
+            log.truncate(end)
 
 
 def create_file(path: Path) -> bool:

@@ -1,4 +1,4 @@
-"""The write lane: every write of one storage, run whole by one writer thread, committed in groups.
+"""The write lane: every write of one storage, run whole on one connection, committed in groups.
 
 Why a lane (``python3 bench/group_commit.py`` is the A/B that justifies it):
 SQLite lets one writer at a time, and each commit costs an fsync. A caller
@@ -25,7 +25,7 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   (the first opens the connection), more writes at once than
   :data:`LOOP_BATCH`, a write larger than :data:`LOOP_WRITE_ROWS` rows or
   :data:`LOOP_WRITE_SIZE` characters (:func:`will_write`), background work
-  (indexing new events), a write while another process holds the write lock
+  (indexing new events, merging the index), a write while another process holds the write lock
   (the loop never waits for a lock: it hands the batch over at once), every
   write after a commit on the loop took longer than
   :data:`LOOP_COMMIT_LIMIT`, until :data:`RECOVERY_COMMITS` in a row were
@@ -175,7 +175,8 @@ class _Job:
 
 
 class WriteLane:
-    """One writer thread and its connection, for one event loop.
+    """One write connection and its writer thread, for one event loop: a transaction runs whole on the loop's
+    thread or on the writer thread (see the module's docstring).
 
     ``connect`` opens the write connection (on the writer thread, at the first
     write); ``commit_lock`` is held while each job's after-commit step runs, so

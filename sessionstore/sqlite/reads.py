@@ -6,7 +6,7 @@ import sqlite3
 
 from ..schema import queries
 
-__all__ = ["history", "stored_events"]
+__all__ = ["history", "recent", "stored_events"]
 
 
 def _is_bad_utf8(exc: sqlite3.Error) -> bool:
@@ -39,15 +39,35 @@ def history(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[st
         conn.execute("COMMIT")
 
 
+def recent(conn: sqlite3.Connection, sid: str, last: int) -> tuple[int, int, list[tuple[str, str]]] | None:
+    """A session's ``(row id, revision, [(type, payload), ...])`` of its newest ``last`` events, oldest first, or
+    ``None`` if it has no row: as :func:`history`, one snapshot, so the revision is that of the rows read."""
+    conn.execute("BEGIN")
+    try:
+        found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
+        if found is None:
+            return None
+        params = {"sid": sid, "last": last}
+        return int(found[0]), int(found[1]), _rows(conn, queries.RECENT_EVENTS, queries.RECENT_EVENTS_BYTES, params)
+    finally:
+        conn.execute("COMMIT")
+
+
 def stored_events(conn: sqlite3.Connection, row_id: int) -> list[tuple[str, str]]:
     """A session's ``(type, payload)`` rows in order, by its row id (the writer compares against them)."""
+    return _rows(conn, queries.STORED_EVENTS, queries.STORED_EVENTS_BYTES, {"id": row_id})
+
+
+def _rows(conn: sqlite3.Connection, sql: str, as_bytes: str, params: dict[str, object]) -> list[tuple[str, str]]:
+    """``(type, payload)`` rows of ``sql``; if one is not UTF-8, those of ``as_bytes`` (the same rows as bytes),
+    decoded row by row."""
     try:
-        rows: list[tuple[str, str]] = conn.execute(queries.STORED_EVENTS, {"id": row_id}).fetchall()
+        rows: list[tuple[str, str]] = conn.execute(sql, params).fetchall()
         if all(type(t) is str and type(p) is str for t, p in rows):
             return rows
         return [(str(t), str(p)) for t, p in rows]  # a number or NULL put there by hand
     except sqlite3.OperationalError as exc:
         if not _is_bad_utf8(exc):
             raise
-        raw = conn.execute(queries.STORED_EVENTS_BYTES, {"id": row_id})
+        raw = conn.execute(as_bytes, params)
         return [(str(t), str(p)) for t, p in (_texts(*row) for row in raw)]

@@ -24,8 +24,9 @@ def fts_query(text: str) -> str:
 
     Each word becomes one quoted term, so punctuation (``-``, ``:``, quotes) is
     never read as query syntax; words are cut where the index's tokenizer cuts
-    them (letters, digits and ``_``), because the index (``detail=none``) has no
-    phrase queries.
+    them (letters, digits and ``_``), and found anywhere in an event, in any
+    order, as PostgreSQL finds them too. Phrases (``"build red"``) and the rest
+    of FTS5's syntax are for ``raw``.
     """
     return " ".join(f'"{word}"' for word in re.findall(r"\w+", text))
 
@@ -60,8 +61,9 @@ def search(conn: Connection, text: str, *, raw: bool, limit: int) -> list[Search
 
 
 _NEW_EVENTS = "new_events"
-# The index's own options but where its text comes from: the scratch index tokenizes exactly as it does.
-_CONTENT_OPTION = re.compile(r"\s*\bcontent(?:_rowid)?\s*=\s*'[^']*'\s*,?")
+# The index's own options but where its text comes from (and the comments in its declaration): the scratch index
+# tokenizes exactly as it does. A name is quoted either way (revision 0008 writes content="transcript").
+_CONTENT_OPTION = re.compile(r"""\s*\bcontent(?:_rowid)?\s*=\s*(?:'[^']*'|"[^"]*")\s*,?|\s*/\*.*?\*/""", re.DOTALL)
 
 
 @contextlib.contextmanager

@@ -35,26 +35,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..codec import Codec, JsonCodec, decode_all, describe_row
+from ..codec import Codec, decode_all
+from ..durable import DurableStorage, Rewrite, event_row
 from ..errors import StorageError, from_sqlite
-from ..reads import load_session, session_page
 from ..schema import queries
 from ..storage import (
     BUSY_TIMEOUT,
     UPDATED_AT_SLACK,
     ContextLike,
-    SessionPage,
-    SessionRecord,
     StreamId,
-    annotate_context,
-    check_limit,
+    check_last,
     held_error,
-    holder,
     missing_parent,
+    newest,
     opened_from,
-    record_row,
     session_id_of,
-    storable_text,
     utc_text,
 )
 from .connect import (
@@ -70,7 +65,7 @@ from .connect import (
 from .holds import Holds
 from .lane import Work, WriteLane, size_unknown, will_write
 from .migrate import prepare
-from .reads import history, stored_events
+from .reads import history, recent, stored_events
 from .search import index_new_events, merge_index
 
 __all__ = ["SQLiteStorage"]
@@ -95,11 +90,14 @@ process letting go. A try that finds the snapshot still held costs a connection 
 and given back at once."""
 
 
-def _history_and_size(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[str, str]], int] | None:
-    """:func:`~sessionstore.sqlite.reads.history`, and the size of its payloads (what the cache counts), summed on
-    the reader's thread while the rows it just made are in that core's cache: on the event loop's thread,
-    for a history of 10,000 events, 1.7-2 ms instead of 0.3."""
-    found = history(conn, sid)
+def _history_and_size(
+    conn: sqlite3.Connection, sid: str, last: int | None
+) -> tuple[int, int, list[tuple[str, str]], int] | None:
+    """:func:`~sessionstore.sqlite.reads.history` (or, with ``last``, :func:`~sessionstore.sqlite.reads.recent`),
+    and the size of its payloads (what the cache counts), summed on the reader's thread while the rows it just
+    made are in that core's cache: on the event loop's thread, for a history of 10,000 events, 1.7-2 ms instead
+    of 0.3."""
+    found = history(conn, sid) if last is None else recent(conn, sid, last)
     if found is None:
         return None
     row_id, revision, rows = found
@@ -130,7 +128,7 @@ class _Cached:
     """The bytes of stored text the items stand for (what the cache's bound counts)."""
 
 
-class SQLiteStorage:
+class SQLiteStorage(DurableStorage[WriteLane]):
     """Sessions and their events in one SQLite file.
 
     Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`.
@@ -173,25 +171,20 @@ class SQLiteStorage:
             raise ValueError(f"read_pool_size must be at least 1, got {read_pool_size}")
         if cache_bytes < 0:
             raise ValueError(f"cache_bytes must not be negative, got {cache_bytes}")
+        super().__init__(codec=codec, auto_upgrade=auto_upgrade)
         self.cache_bytes = cache_bytes
         self._cached_bytes = 0
         self.path = Path(path).expanduser()
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
-        self.codec: Codec = codec if codec is not None else JsonCodec()
-        annotate_context(self, self.codec)
-        self.auto_upgrade = auto_upgrade
         self.max_pages = max_pages
         self.allow_shared_file = allow_shared_file
         self._read_pool_size = read_pool_size
-        self._lane: WriteLane | None = None
+        # The write lane is the base's _opened; the readers' threads are there from the same moment.
         self._readers: ThreadPoolExecutor | None = None
         # Reader connections not in use, and every one opened (to close them all).
         self._idle_readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._all_readers: list[sqlite3.Connection] = []
-        self._guard: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._opening: asyncio.Lock | None = None
         # Read by the event loop and the readers, updated after each commit by the thread that committed it.
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -203,63 +196,39 @@ class SQLiteStorage:
         self._index_timer: asyncio.TimerHandle | None = None
         # The sessions this storage holds (a registry has them live): their locks, and what their marks say.
         self._holds = Holds(self.path)
-        self._holder = holder()
         # Finishing the removal of deleted text in the background (see _scrub), and the storage closing.
         self._scrubbing: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
 
+    _top_level = queries.TOP_LEVEL
+
     def __repr__(self) -> str:
         return f"SQLiteStorage({str(self.path)!r}, synchronous={self.synchronous!r})"
 
-    # -- lifecycle ------------------------------------------------------------------
+    # -- lifecycle (the rest is DurableStorage's) ------------------------------------
 
-    async def __aenter__(self) -> SQLiteStorage:
-        await self.open()
-        return self
+    def _new_loop(self) -> None:
+        self._indexing, self._index_timer = None, None
+        self._scrubbing = None
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def open(self) -> None:
-        """Open the file now rather than on first use (creating and migrating it if needed)."""
-        await self._ready()
-
-    async def _ready(self) -> WriteLane:
-        loop = asyncio.get_running_loop()
-        if self._lane is not None and self._loop is loop:
-            return self._lane
-        if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
-            raise StorageError(f"{self} is in use by another event loop; use one SQLiteStorage per event loop")
-        if self._opening is None or self._loop is not loop:
-            # First use, or the loop it was opened on has closed (asyncio.run
-            # called again): start over on this loop. What belonged to the old
-            # one was closed with it (see _close_with_loop).
-            self._opening = asyncio.Lock()
-            self._loop = loop
-            self._lane = None
-            self._indexing, self._index_timer = None, None
-            self._scrubbing = None
-        async with self._opening:
-            if self._lane is None:
-                # Creates the file (0600, in private folders) if needed, brings it to the
-                # current schema, and opens one reader, so the first read does not wait for it:
-                # on the first reader thread, so that the thread too is there and has run (a
-                # first read of 10,000 events on a thread just started took 2 ms more).
-                readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="sessionstore-reader")
-                try:
-                    trailing, mark = await loop.run_in_executor(readers, self._prepare)
-                except BaseException:
-                    readers.shutdown(wait=False)
-                    raise
-                self._readers = readers
-                self._lane = WriteLane(self.path, self._connection, self._cache_lock)
-                self._closing = asyncio.Event()
-                self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self.path}")
-                if trailing:  # left behind by a writer that stopped without closing
-                    self._start_indexing()
-                if mark:  # deleted text another process's snapshot held when this or another storage deleted it
-                    self._start_scrubbing()
-            return self._lane
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> WriteLane:
+        # Creates the file (0600, in private folders) if needed, brings it to the current schema, and opens one
+        # reader, so the first read does not wait for it: on the first reader thread, so that the thread too is
+        # there and has run (a first read of 10,000 events on a thread just started took 2 ms more).
+        readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="sessionstore-reader")
+        try:
+            trailing, mark = await loop.run_in_executor(readers, self._prepare)
+        except BaseException:
+            readers.shutdown(wait=False)
+            raise
+        self._readers = readers
+        lane = WriteLane(self.path, self._connection, self._cache_lock)
+        self._closing = asyncio.Event()
+        if trailing:  # left behind by a writer that stopped without closing
+            self._start_indexing()
+        if mark:  # deleted text another process's snapshot held when this or another storage deleted it
+            self._start_scrubbing()
+        return lane
 
     def _prepare(self) -> tuple[bool, int]:
         """Bring the file to head and open the first reader; whether the full-text index trails the events, and
@@ -296,31 +265,8 @@ class SQLiteStorage:
         self._all_readers.append(conn)
         return conn
 
-    async def aclose(self) -> None:
-        """Finish queued writes, stop the writer and close the file. Reopens on next use."""
-        guard = self._guard
-        self._guard = None
-        if self._loop is asyncio.get_running_loop():
-            await self._dispose()
-        if guard is not None and not guard.done():
-            guard.cancel()
-
-    async def _close_with_loop(self) -> None:
-        # Waits for ever; cancelled when the loop shuts down with the storage
-        # still open (asyncio.run cancels every task), so the connections are
-        # closed on their own loop rather than by the garbage collector after it.
-        try:
-            await asyncio.Event().wait()
-        finally:
-            try:
-                current = asyncio.current_task()
-            except RuntimeError:  # collected after its loop stopped: nothing left to close on
-                current = None
-            if current is not None and self._guard is current:
-                await self._dispose()
-
     async def _dispose(self) -> None:
-        lane, readers = self._lane, self._readers
+        lane, readers = self._opened, self._readers
         if self._scrubbing is not None:
             self._closing.set()  # its last try, waiting SCRUB_WAIT for another process to let go
             await asyncio.wait([self._scrubbing])
@@ -342,7 +288,7 @@ class SQLiteStorage:
                     await lane.submit(unmark)  # by the next open then
             await lane.close()  # queued writes commit and their callers hear back first
         self._holds.close()
-        self._lane = None
+        self._opened = None
         self._readers = None
         with self._cache_lock:
             self._cache.clear()
@@ -362,6 +308,16 @@ class SQLiteStorage:
         await self._ready()
         assert self._readers is not None
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._run_read, read, args)
+
+    async def _write_row(self, sql: str, params: dict[str, Any]) -> None:
+        size = sum(len(value) for value in params.values() if isinstance(value, str))
+
+        def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            will_write(1, size)
+            conn.execute(sql, params).fetchall()
+            return None, None
+
+        await self._submit(work)
 
     def _run_read(self, read: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:
@@ -393,7 +349,7 @@ class SQLiteStorage:
         if self._index_timer is not None:
             self._index_timer.cancel()
             self._index_timer = None
-        if self._indexing is None and self._lane is not None and self._loop is not None:
+        if self._indexing is None and self._readers is not None and self._loop is not None:  # open, or opening
             self._indexing = self._loop.create_task(self._index())
 
     async def _index(self) -> None:
@@ -446,10 +402,18 @@ class SQLiteStorage:
         """Finish removing deleted text from the file once no other process holds an older snapshot: every
         ``SCRUB_RETRY`` seconds, until the file's mark is clear; when the storage closes, one last try that waits
         ``SCRUB_WAIT`` (if that fails too, the next storage to open the file carries on)."""
-        merged = 0
+        merged = seen = 0
         try:
             while mark := await self._read(deleted_mark):
                 if mark != merged:  # a delete since the last merge (this storage's, or another process's)
+                    if mark != seen and not self._closing.is_set():
+                        # Maybe one of a long command's transactions (prune, delete: each marks anew, and the
+                        # command merges itself at its end): merge once the mark holds still, not after each,
+                        # which would rewrite the whole index as often and take the lock from that command.
+                        seen = mark
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._closing.wait(), SCRUB_RETRY)
+                        continue
                     await self._merge_index()
                     merged = mark
                 if self._closing.is_set():
@@ -524,12 +488,9 @@ class SQLiteStorage:
         stream_id = context.stream.id
         sid = session_id_of(stream_id)
         parent = opened_from(stream_id, context)
-        codec = self.codec
-        # Encoded now, on the caller's side: a bad event fails before any write,
-        # and a mutable event is stored as it is at this call.
-        type_name, payload = codec.encode(event)
-        row = {"type": type_name, "payload": payload, **describe_row(codec, event)}
-        item = event if codec.frozen_events else (type_name, payload)
+        row = event_row(self.codec, event)
+        payload = row["payload"]
+        item = event if self.codec.frozen_events else (row["type"], payload)
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             will_write(1, len(payload))
@@ -552,10 +513,23 @@ class SQLiteStorage:
         await self._submit(work)
         self._written()
 
-    async def get_history(self, stream_id: StreamId) -> list[Any]:
-        """The session's events in order (empty for an unknown stream)."""
+    async def get_history(self, stream_id: StreamId, *, last: int | None = None) -> list[Any]:
+        """The session's events in order (empty for an unknown stream); with ``last``, only its newest ``last``,
+        oldest of them first (all of them if it has fewer; :class:`~sessionstore.InvalidWindowError` for a
+        ``last`` that is not a whole number of zero or more).
+
+        A window is read by itself, one range of an index however long the history (the events before it are
+        never read nor decoded), in one snapshot with the session's revision. The read cache: a window is cut from
+        the cached history when that history is the one on disk at the window's revision (so never stale after
+        another process wrote), else decoded from its rows; a window shorter than ``last`` is the whole history
+        and is cached as a full read is. Any other window leaves the cache as it was: it is not a history
+        ``set_history`` could compare against.
+        """
         sid = session_id_of(stream_id)
-        found = await self._read(_history_and_size, sid)
+        last = check_last(last)
+        if last == 0:
+            return []
+        found = await self._read(_history_and_size, sid, last)
         if found is None:
             return []
         row_id, revision, rows, size = found
@@ -563,25 +537,21 @@ class SQLiteStorage:
         if frozen:
             cached = self._cached(sid, row_id, revision)
             if cached is not None:
-                return list(cached.items)
+                return newest(cached.items, last)
         events = decode_all(self.codec, rows)
-        with self._cache_lock:
-            self._cache_put(sid, _Cached(row_id, revision, list(events) if frozen else rows, size))
+        if last is None or len(rows) < last:  # the whole history
+            with self._cache_lock:
+                self._cache_put(sid, _Cached(row_id, revision, list(events) if frozen else rows, size))
         return events
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
         sid = session_id_of(stream_id)
         parent = opened_from(stream_id)
-        new = list(events)
-        codec = self.codec
-        encode = codec.encode
-        # Frozen events are encoded in the transaction, only from the first change
-        # on (a bad one fails there and the transaction rolls back). Mutable ones
-        # are encoded all, now: they are stored as they are at this call, and
-        # compared by their text, never by identity.
-        encoded = None if codec.frozen_events else [encode(event) for event in new]
-        described = None if codec.frozen_events else [describe_row(codec, event) for event in new]
+        # Frozen events are encoded in the transaction, only from the first change on (a bad one fails there and
+        # the transaction rolls back). Mutable ones are encoded all, now: they are stored as they are at this call.
+        rewrite = Rewrite(self.codec, events, eager=False)
+        new = rewrite.events
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now_dt = datetime.now(UTC)
@@ -589,39 +559,16 @@ class SQLiteStorage:
             row_id, revision = self._ensure_session(conn, stream_id, parent, now_dt, now)
             self._refuse_held(conn, row_id, sid)
             cached = self._cached(sid, row_id, revision)
-            if cached is None and revision:
-                size_unknown()  # the stored history is read first (revision 0: it has never had an event)
-            keep = 0
-            # The file's (type, payload) rows, when this process's cache cannot stand for them.
-            stored: list[tuple[str, str]] | None = None if cached is not None else stored_events(conn, row_id)
-            if encoded is not None:
-                stored_texts: list[Any] = cached.items if cached is not None else stored or []
-                stored_count = len(stored_texts)
-                limit = min(stored_count, len(new))
-                while keep < limit and encoded[keep] == stored_texts[keep]:
-                    keep += 1
-            elif cached is not None:
-                old = cached.items
-                stored_count = len(old)
-                limit = min(stored_count, len(new))
-                # List equality runs in C and short-cuts on identity, so the usual
-                # call (the history it read, plus new events) costs a pointer
-                # compare per stored event. An event == to the stored one (frozen
-                # dataclass equality) is not rewritten.
-                if new[:limit] == old[:limit]:
-                    keep = limit
-                while keep < limit and (new[keep] is old[keep] or encode(new[keep]) == encode(old[keep])):
-                    keep += 1
-            else:
-                assert stored is not None
+            if cached is None:
+                if revision:
+                    size_unknown()  # the stored history is read first (revision 0: it has never had an event)
+                stored = stored_events(conn, row_id)
                 stored_count = len(stored)
-                limit = min(stored_count, len(new))
-                while keep < limit and encode(new[keep]) == stored[keep]:
-                    keep += 1
-            if stored is not None:
+                keep = rewrite.unchanged(stored)
                 kept_size = sum(len(payload) for _, payload in stored[:keep])
-            else:  # the cache knows its size, not each row's: the kept rows' share of it
-                assert cached is not None
+            else:  # this process's cache stands for the file's rows; it knows its size, not each row's
+                stored_count = len(cached.items)
+                keep = rewrite.unchanged(cached.items, objects=self.codec.frozen_events)
                 kept_size = cached.size * keep // stored_count if stored_count else 0
             will_write(stored_count - keep + len(new) - keep)
             changes = 0
@@ -629,17 +576,9 @@ class SQLiteStorage:
                 deleted = conn.execute(queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep})
                 changes += deleted.rowcount
             rows = []
-            for position in range(keep, len(new)):
-                if encoded is None or described is None:
-                    type_name, payload = encode(new[position])
-                    description = describe_row(codec, new[position])
-                else:
-                    (type_name, payload), description = encoded[position], described[position]
-                will_write(0, len(payload))
-                rows.append(
-                    {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": now}
-                    | description
-                )
+            for row in rewrite.rows(row_id, keep, now):
+                will_write(0, len(row["payload"]))
+                rows.append(row)
             if rows:
                 conn.executemany(queries.INSERT_EVENT, rows)
                 changes += len(rows)
@@ -648,7 +587,7 @@ class SQLiteStorage:
             size = kept_size + sum(len(str(row["payload"])) for row in rows)
 
             def after_commit() -> None:
-                items = new if encoded is None else encoded
+                items = new if rewrite.encoded is None else rewrite.encoded
                 self._cache_put(sid, _Cached(row_id, revision + changes, items, size))
 
             return None, after_commit
@@ -684,45 +623,7 @@ class SQLiteStorage:
 
         await self._forget_deleted(await self._submit(work))
 
-    # -- SessionCatalog -----------------------------------------------------------------------
-
-    async def save_session(self, record: SessionRecord) -> None:
-        params = record_row(record)
-        size = sum(len(value) for value in params.values() if isinstance(value, str))
-
-        def work(conn: sqlite3.Connection) -> tuple[None, None]:
-            will_write(1, size)
-            conn.execute(queries.UPSERT_SESSION, params).fetchall()
-            return None, None
-
-        await self._submit(work)
-
-    async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
-        return await self._read(load_session, session_id_of(stream_id))
-
-    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
-        params = {
-            "sid": session_id_of(stream_id),
-            "now": utc_text(datetime.now(UTC)),
-            "released": None if released is None else int(released),
-        }
-
-        def work(conn: sqlite3.Connection) -> tuple[None, None]:
-            will_write(1)
-            conn.execute(queries.TOUCH_SESSION, params)
-            return None, None
-
-        await self._submit(work)
-
-    async def set_title(self, stream_id: StreamId, title: str | None) -> None:
-        params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
-
-        def work(conn: sqlite3.Connection) -> tuple[None, None]:
-            will_write(1, len(params["title"] or ""))
-            conn.execute(queries.SET_TITLE, params)
-            return None, None
-
-        await self._submit(work)
+    # -- holds (the SessionCatalog is DurableStorage's, over _read and _write_row) ---------------
 
     async def hold(self, stream_id: StreamId) -> None:
         """Hold the session for this storage (a registry has it live), making its row if it has none.
@@ -774,11 +675,3 @@ class SQLiteStorage:
         if self._holds.held_elsewhere(row_id):
             marked = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
             raise held_error(sid, marked[1] if marked is not None else None)
-
-    async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
-    ) -> SessionPage:
-        """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time (see
-        :func:`~sessionstore.reads.session_page`)."""
-        check_limit(limit)
-        return await self._read(lambda conn: session_page(conn, cwd=cwd, cursor=cursor, limit=limit))

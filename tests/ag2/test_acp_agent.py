@@ -17,6 +17,7 @@ from sessionstore import SQLiteStorage
 from sessionstore.ag2 import DurableACPAgent
 from sessionstore.ag2.agent import AG2_INTERNAL_SLOTS, AG2_INTERNALS, TESTED_AG2_VERSIONS
 from sessionstore.ag2.codec import AG2Codec
+from sessionstore.postgres import PostgresStorage
 
 
 @pytest.fixture
@@ -51,8 +52,12 @@ def test_the_ag2_internals_it_relies_on_are_there(files: Files) -> None:
 
 def test_arguments_that_cannot_work_are_refused(files: Files) -> None:
     agent = fruit_agent(files)
-    with pytest.raises(ValueError, match="AG2Codec"):
+    with pytest.raises(ValueError, match="a SQLiteStorage for AG2 events needs codec=AG2Codec"):
         DurableACPAgent(agent, SQLiteStorage(files.db))
+    # Was: a PostgresStorage with the plain codec was taken, and failed at the first prompt (its constructor
+    # touches no server).
+    with pytest.raises(ValueError, match="a PostgresStorage for AG2 events needs codec=AG2Codec"):
+        DurableACPAgent(agent, PostgresStorage("postgresql://nobody@127.0.0.1:1/none"))
     with pytest.raises(ValueError, match="second argument"):
         DurableACPAgent(agent, files.db, sessions=SessionConfig(storage=AG2MemoryStorage()))
     with pytest.raises(ValueError, match="contradicts"):

@@ -182,6 +182,7 @@ def test_stats_and_check(call: Call, tmp_path: Path) -> None:
         ["delete", "ab"],
         ["prune", "--older-than", "1d"],
         ["title", "ab", "x"],
+        ["datasette"],
     ],
 )
 def test_commands_never_create_a_missing_database(call: Call, tmp_path: Path, args: list[str]) -> None:

@@ -34,6 +34,7 @@ def test_the_demo_the_command_line_and_sqlite3_show_one_instant_as_one_text(tmp_
     demo("write", db)
     query = "SELECT session_id, created_at, updated_at FROM sessions;"
     sid, created, updated = sqlite3_shell(db, query).split("|")
+    time.sleep(1.0)  # the resume below restamps the session a second after its events were written
     assert f"{sid}  {updated[:19]} UTC" in demo("resume", db)  # its list, printed before it resumes the session
     sid, created, updated = sqlite3_shell(db, query).split("|")  # resuming it stamped it again
     seconds, minutes = updated[:19] + " UTC", updated[:16] + " UTC"
@@ -43,8 +44,11 @@ def test_the_demo_the_command_line_and_sqlite3_show_one_instant_as_one_text(tmp_
     assert f"{sid[:12]}  {minutes}" in listed.stdout
     shown = sessionstore("--db", db, "show", sid, env=AHEAD)
     assert f"created  {created[:19]} UTC   updated {seconds}" in shown.stdout, shown.stdout
-    events = [line for line in shown.stdout.splitlines() if line.startswith(seconds + "  ")]
-    assert len(events) == 4  # each event's line: user, tool call, tool result, assistant
+    # Each event's line (user, tool call, tool result, assistant) starts with its own time, as the view has it.
+    written = sqlite3_shell(db, f"SELECT created_at FROM transcript WHERE session_id = '{sid}' ORDER BY position;")
+    events = [line for line in shown.stdout.splitlines() if line[:2] == "20"]
+    assert [line[:23] for line in events] == [when[:19] + " UTC" for when in written.splitlines()]
+    assert len(events) == 4
     time.sleep(1.1)
     pruned = sessionstore("--db", db, "prune", "--older-than", "1s", env=AHEAD)
     assert f"{sid[:12]}  {minutes}" in pruned.stdout

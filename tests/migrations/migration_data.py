@@ -141,6 +141,8 @@ FILLERS = {
     "0005": fill_described,
     "0006": fill_linked,
     "0007": fill_held,
+    "0008": fill_held,
+    "0009": fill_held,
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.

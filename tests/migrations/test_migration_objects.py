@@ -17,6 +17,8 @@ Build = Callable[[str], Path]
 ScriptsWith = Callable[..., Path]
 
 REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]
+# Revisions that change a PostgreSQL database alone: on a file they are a step that changes nothing.
+POSTGRESQL_ONLY = {"0009"}
 
 
 def master(path: Path) -> list[tuple[str, str, str, str | None]]:
@@ -30,7 +32,8 @@ def test_a_downgrade_restores_the_schema_it_upgraded_exactly(built: Build, revis
     path = built(revision)
     before = master(path)
     migrate.upgrade(path)
-    assert master(path) != before
+    changed = set(REVISIONS[REVISIONS.index(revision) + 1 :]) - POSTGRESQL_ONLY
+    assert (master(path) != before) == bool(changed)
     migrate.downgrade(path, revision)
     assert master(path) == before
 

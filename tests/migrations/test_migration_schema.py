@@ -26,6 +26,7 @@ from sessionstore.codec import legacy_description
 from sessionstore.schema import revisions as schema_revisions
 from sessionstore.schema.models import Base
 from sessionstore.sqlite import migrate as sqlite_migrate
+from sessionstore.sqlite.search import index_new_events
 from sessionstore.storage import EventContext
 
 # The views, triggers and full-text index of a file at head, each named after the revision that last made it:
@@ -144,7 +145,15 @@ def test_views_show_every_event_type_and_survive_invalid_json(built: Callable[[s
     path = built(migrate.HEAD)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(transcript)")]
-        assert columns == ["session_id", "position", "type", "role", "text", "created_at", "event_id"]
+        assert columns == ["session_id", "position", "type", "role", "text", "created_at", "event_id", "rowid", "cwd"]
+        # rowid (what Datasette filters a page by, 0008) is the event's id; cwd is its session's.
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM transcript AS t JOIN events AS e ON e.id = t.rowid JOIN sessions AS s"
+                " ON s.id = e.session WHERE t.event_id = t.rowid AND t.cwd = s.cwd"
+            ).fetchone()
+            == conn.execute("SELECT count(*) FROM events WHERE role IS NOT NULL").fetchone()
+        )
         columns = [row[1] for row in conn.execute("PRAGMA table_info(session_overview)")]
         assert columns == [
             "session_id",
@@ -252,10 +261,11 @@ def stored_description(kind: str, payload: str) -> tuple[str | None, str | None,
     return role, None if path is not None else text, path
 
 
-def test_file_grows_by_at_most_one_and_a_half_times_the_json_it_stores(tmp_path: Path) -> None:
-    # The FTS index's cost, on realistic 300-1000 byte messages: what 1,000
-    # more events add to the file stays within 1.5x their JSON (the fixed cost
-    # of a small file's first pages is not what grows with use).
+def test_file_grows_by_at_most_1_85_times_the_json_it_stores(tmp_path: Path) -> None:
+    # The FTS index's cost, on realistic 300-1000 byte messages of dense words: what 1,000 more events add to the
+    # file, indexed, stays within 1.85x their JSON (the fixed cost of a small file's first pages is not what grows
+    # with use). Measured on these events: 1.83x with 0008's positions (detail=full, for phrases), 1.75x with
+    # detail=column, 1.52x with 0002's detail=none; bench/fts_detail.py measures it on the bench's events.
     path = tmp_path / "size.db"
     sqlite_migrate.prepare_database(path)
     rng = random.Random(3)
@@ -278,6 +288,11 @@ def test_file_grows_by_at_most_one_and_a_half_times_the_json_it_stores(tmp_path:
                         (session, position, kind, payload, *stored_description(kind, payload)),
                     )
                 conn.execute("COMMIT")
+                more = True
+                while more:  # indexed as a storage indexes, in batches of their own (revision 0005)
+                    conn.execute("BEGIN IMMEDIATE")
+                    more = index_new_events(conn)
+                    conn.execute("COMMIT")
             count, raw = conn.execute("SELECT count(*), sum(length(CAST(payload AS BLOB))) FROM events").fetchone()
         # Closed, as an application leaves it: the WAL is checkpointed into the file.
         size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
@@ -286,8 +301,7 @@ def test_file_grows_by_at_most_one_and_a_half_times_the_json_it_stores(tmp_path:
     count1, raw1, size1 = write(60)
     count2, raw2, size2 = write(120)
     assert count2 - count1 >= 2000
-    # 1.5x the JSON, plus what each row says of itself for the transcript (role, where its text is): 1.55x.
-    assert (size2 - size1) / (raw2 - raw1) <= 1.55, f"{size2 - size1} bytes for {raw2 - raw1} bytes of JSON"
+    assert (size2 - size1) / (raw2 - raw1) <= 1.85, f"{size2 - size1} bytes for {raw2 - raw1} bytes of JSON"
 
 
 def test_fill_covers_every_event_type() -> None:

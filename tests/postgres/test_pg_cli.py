@@ -3,19 +3,23 @@ a SQLite file holding the same sessions; what cannot apply says so in one line; 
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
 import subprocess
 from datetime import timedelta
 from pathlib import Path
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from _pgcli import Spec, child_env, conversation, now, run, write_db
 from pg_server import PostgresServer
 
-from sessionstore import ModelMessage, UserMessage
+from sessionstore import ModelMessage, UserMessage, records
 from sessionstore.cli import main
 from sessionstore.postgres import connect as pgdatabase
+from sessionstore.postgres.connect import STREAM_BUFFER
 from sessionstore.schema.revisions import HEAD
 
 
@@ -241,3 +245,46 @@ async def test_the_functions_work_from_async_code_too(pg_url: str, tmp_path: Pat
     stored = await asyncio.to_thread(records.read_session, pg_url, sid[:6])
     assert stored.record.session_id == sid and len(stored.events) == len(conversation())
     assert [h.position for h in records.search(pg_url, "fixture")] == [4]
+
+
+def sql(url: str, statement: str, *args: object) -> object:
+    """One statement on its own connection (asyncpg, as a person's psql would be): its first value."""
+
+    async def run() -> object:
+        conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+        try:
+            return await conn.fetchval(statement, *args)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def test_a_listing_is_handed_over_as_it_is_read_and_its_connection_closes_when_done(pg_url: str) -> None:
+    """Was: on PostgreSQL the listing gathered every row before the first was printed. Now rows come from a
+    server-side cursor through a bounded queue: while the first is in hand the listing's transaction is still open
+    on the server, and it closes once the last is taken, or at once when the reader stops early."""
+    count = 3 * STREAM_BUFFER
+    sql(
+        pg_url,
+        "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at,"
+        " released, revision) SELECT md5(n::text), '/w', '[]', '[]', '{}', now(), now() - n * interval '1 s', false, 0"
+        " FROM generate_series(1, $1::int) AS n",
+        count,
+    )
+    open_listings = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND state = 'idle in transaction'"
+    )
+
+    listing = records.list_sessions(pg_url)
+    first = next(listing)
+    assert first.session_id == hashlib.md5(b"1").hexdigest()  # the most recently updated
+    assert sql(pg_url, open_listings) == 1  # the rest is still on the server, not gathered here
+    assert sum(1 for _ in listing) == count - 1
+    assert sql(pg_url, open_listings) == 0
+
+    stopped = records.list_sessions(pg_url)
+    next(stopped)
+    stopped.close()  # a reader that leaves early (`sessionstore list | head`)
+    assert sql(pg_url, open_listings) == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from uuid import uuid4
 
 import asyncpg  # type: ignore[import-untyped]
+import pytest
 from alembic.script import ScriptDirectory
 from pg_server import PostgresServer
 from sessionstore.migrations.sqlobjects import SQLObject, find
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine as create_engine
 
 from sessionstore import (
     EventContext,
+    MigrationError,
     ModelMessage,
     SessionRecord,
     SQLiteStorage,
@@ -27,6 +29,7 @@ from sessionstore import (
     ToolResult,
     UserMessage,
     migrate,
+    records,
 )
 from sessionstore.postgres import PostgresStorage
 from sessionstore.postgres import migrate as pgmigrate
@@ -194,3 +197,45 @@ async def test_views_answer_as_on_sqlite(pg_url: str, tmp_path: Path) -> None:
     assert pg_transcript == lite_transcript
     assert pg_overview == lite_overview
     assert len(lite_transcript) == 9 and lite_overview[0][1] is not None
+
+
+def test_0009_indexes_the_words_inside_tokens_and_goes_back(pg_server: PostgresServer, pg_empty_url: str) -> None:
+    """An 0008 database's events are found by the words inside their tokens once 0009 has rebuilt the index; a
+    downgrade puts 0003's index back (the old answer: nothing), and the upgrade again finds them."""
+    pgmigrate.migrate(pg_empty_url, "0008")
+    asyncio.run(
+        fetch(
+            pg_empty_url,
+            "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at,"
+            f" released, revision) VALUES ('{'b' * 32}', '/w', '[]', '[]', '{{}}', now(), now(), false, 0);"
+            "INSERT INTO events (session, position, type, payload, created_at, role, text_path) SELECT id, 0,"
+            " 'user_message', '{\"content\":\"edit /home/me/src/app.py for bob@example.org\"}', now(), 'user',"
+            " '$.content' FROM sessions",
+        )
+    )
+    indexes = "SELECT indexdef FROM pg_indexes WHERE indexname = 'events_fts'"
+    assert "to_tsvector" in str(asyncio.run(fetch(pg_empty_url, indexes)))
+    assert pgmigrate.migrate(pg_empty_url) == "0008"
+    assert "sessionstore_search_words" in str(asyncio.run(fetch(pg_empty_url, indexes)))
+    for word in ("home", "src", "app", "example"):
+        assert [h.position for h in records.search(pg_empty_url, word)] == [0], word
+    pgmigrate.migrate(pg_empty_url, "0008", "downgrade")
+    assert "to_tsvector" in str(asyncio.run(fetch(pg_empty_url, indexes)))
+    functions = "SELECT count(*) FROM pg_proc WHERE proname = 'sessionstore_search_words'"
+    assert asyncio.run(fetch(pg_empty_url, functions)) == [(0,)]
+    pgmigrate.migrate(pg_empty_url)
+    assert [h.position for h in records.search(pg_empty_url, "example")] == [0]
+    alembic("-x", f"db={pg_empty_url}", "check")
+
+
+def test_0009_refuses_a_database_that_is_not_utf8(pg_server: PostgresServer) -> None:
+    name = f"ascii{uuid4().hex[:8]}"
+    pg_server.psql(f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    url = pg_server.url(name)
+    try:
+        pgmigrate.migrate(url, "0008")
+        with pytest.raises(MigrationError, match=r"revision 0009 .* is not UTF8"):
+            pgmigrate.migrate(url)
+        assert asyncio.run(fetch(url, "SELECT version_num FROM alembic_version")) == [("0008",)]  # nothing changed
+    finally:
+        pg_server.drop_database(name)

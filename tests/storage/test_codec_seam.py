@@ -3,28 +3,29 @@
 AG2's events are mutable objects, and an agent may change one after it was
 saved. The storage must store the event as it was when it was saved, never
 mistake a changed event for the stored one, and never let a change made in
-memory show up as what the file holds.
+memory show up as what the database holds. On both databases.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
-from pathlib import Path
 from typing import Any
 from uuid import uuid4
+
+import pytest
+from databases import Database
 
 from sessionstore import (
     EventContext,
     JsonCodec,
     ModelMessage,
-    SQLiteStorage,
     SystemMessage,
     ToolCall,
     ToolResult,
     UnknownEvent,
     UserMessage,
+    records,
 )
 
 
@@ -59,37 +60,34 @@ class NoteCodec:
         return "user", event.content
 
 
-def stored(path: Path) -> list[tuple[Any, ...]]:
+async def stored(database: Database) -> list[tuple[Any, ...]]:
     """Each row's position, payload, role, text and text path, and the text a person reads (the transcript's)."""
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT position, payload, role, text, text_path FROM events ORDER BY position").fetchall()
-        shown = dict(conn.execute("SELECT position, text FROM transcript").fetchall())
+    rows = await database.rows("SELECT position, payload, role, text, text_path FROM events ORDER BY position")
+    shown = dict(await database.rows("SELECT position, text FROM transcript"))
     return [(*row, shown.get(row[0])) for row in rows]
 
 
-async def test_a_mutable_event_is_stored_as_it_was_when_saved(tmp_path: Path) -> None:
-    path = tmp_path / "notes.db"
+async def test_a_mutable_event_is_stored_as_it_was_when_saved(database: Database) -> None:
     sid = uuid4()
-    async with SQLiteStorage(path, codec=NoteCodec()) as storage:
+    async with database.storage(codec=NoteCodec()) as storage:
         note = Note("first draft")
         await storage.save_event(note, EventContext.for_stream(sid))
         note.content = "changed after saving"
         (read,) = await storage.get_history(sid)
-        # What this process reads is what the file holds, not the object it saved.
+        # What this process reads is what the database holds, not the object it saved.
         assert read == Note("first draft") and read is not note
-        assert [row[1] for row in stored(path)] == ['{"content": "first draft"}']
+        assert [row[1] for row in await stored(database)] == ['{"content": "first draft"}']
 
 
-async def test_a_read_history_changed_in_place_is_written_back_changed(tmp_path: Path) -> None:
-    path = tmp_path / "notes.db"
+async def test_a_read_history_changed_in_place_is_written_back_changed(database: Database) -> None:
     sid = uuid4()
     codec = NoteCodec()
-    async with SQLiteStorage(path, codec=codec) as storage:
+    async with database.storage(codec=codec) as storage:
         await storage.set_history(sid, [Note("a"), Note("b"), Note("c")])
         history = list(await storage.get_history(sid))
         history[1].content = "B"  # changed in place, as AG2's History.replace callers do
         await storage.set_history(sid, history)
-        assert [row[1] for row in stored(path)] == [
+        assert [row[1] for row in await stored(database)] == [
             '{"content": "a"}',
             '{"content": "B"}',
             '{"content": "c"}',
@@ -100,31 +98,27 @@ async def test_a_read_history_changed_in_place_is_written_back_changed(tmp_path:
         assert await storage.get_history(sid) == [Note("a"), Note("B"), Note("c")]
 
         # Unchanged events are recognised by their stored text: appending one writes one row.
-        with sqlite3.connect(path) as conn:
-            ids_before = [row[0] for row in conn.execute("SELECT id FROM events ORDER BY position")]
+        ids_before = [row[0] for row in await database.event_rows(sid)]
         await storage.set_history(sid, [*await storage.get_history(sid), Note("d")])
-        with sqlite3.connect(path) as conn:
-            ids_after = [row[0] for row in conn.execute("SELECT id FROM events ORDER BY position")]
+        ids_after = [row[0] for row in await database.event_rows(sid)]
         assert ids_after[:3] == ids_before and len(ids_after) == 4
 
 
 async def test_an_event_changed_between_the_call_and_the_commit_is_stored_as_it_was_at_the_call(
-    tmp_path: Path,
+    database: Database,
 ) -> None:
-    path = tmp_path / "notes.db"
     sid = uuid4()
-    async with SQLiteStorage(path, codec=NoteCodec()) as storage:
+    async with database.storage(codec=NoteCodec()) as storage:
         notes = [Note("kept"), Note("as called")]
         pending = storage.set_history(sid, notes)
         task = asyncio.ensure_future(pending)
         await asyncio.sleep(0)  # the call has been made; its commit is still to come
         notes[1].content = "changed while committing"
         await task
-        assert [row[1] for row in stored(path)] == ['{"content": "kept"}', '{"content": "as called"}']
+        assert [row[1] for row in await stored(database)] == ['{"content": "kept"}', '{"content": "as called"}']
 
 
-async def test_every_row_keeps_its_role_and_text_where_the_codec_says(tmp_path: Path) -> None:
-    path = tmp_path / "agent.db"
+async def test_every_row_keeps_its_role_and_text_where_the_codec_says(database: Database) -> None:
     sid = uuid4()
     events = [
         SystemMessage("be brief"),
@@ -136,10 +130,10 @@ async def test_every_row_keeps_its_role_and_text_where_the_codec_says(tmp_path: 
         UnknownEvent(stored_type="myapp.handoff", payload='{"to": "reviewer"}'),
         UserMessage("lone \ud800 surrogate"),
     ]
-    async with SQLiteStorage(path) as storage:
+    async with database.storage() as storage:
         for event in events:
             await storage.save_event(event, EventContext.for_stream(sid))
-    rows = [(role, text, text_path, shown) for _, _, role, text, text_path, shown in stored(path)]
+    rows = [(role, text, text_path, shown) for _, _, role, text, text_path, shown in await stored(database)]
     assert rows == [
         ("system", None, "$.content", "be brief"),  # the text is in the payload: kept once
         ("user", None, "$.content", "why is the build red?"),
@@ -154,14 +148,34 @@ async def test_every_row_keeps_its_role_and_text_where_the_codec_says(tmp_path: 
     assert [row[3] for row in rows[:6]] == [JsonCodec().describe(event).text for event in events[:6]]
 
 
-async def test_bookkeeping_rows_are_neither_in_the_transcript_nor_indexed(tmp_path: Path) -> None:
-    path = tmp_path / "agent.db"
+async def test_bookkeeping_rows_are_neither_in_the_transcript_nor_indexed(database: Database) -> None:
     sid = uuid4()
-    async with SQLiteStorage(path) as storage:
+    async with database.storage() as storage:
         await storage.set_history(
             sid, [UserMessage("hello tokens"), UnknownEvent(stored_type="usage", payload='{"content": "tokens"}')]
         )
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT position, text FROM transcript").fetchall() == [(0, "hello tokens")]
-        hits = conn.execute("SELECT rowid FROM events_fts WHERE events_fts MATCH 'tokens'").fetchall()
-        assert hits == conn.execute("SELECT id FROM events WHERE position = 0").fetchall()
+    assert await database.rows("SELECT position, text FROM transcript") == [(0, "hello tokens")]
+    assert [(hit.session_id, hit.position) for hit in records.search(str(database), "tokens")] == [(sid.hex, 0)]
+    if database.kind == "sqlite":  # FTS5's own table (closing the storage brought it up to date)
+        hits = await database.rows("SELECT rowid FROM events_fts WHERE events_fts MATCH 'tokens'")
+        assert hits == await database.rows("SELECT id FROM events WHERE position = 0")
+
+
+async def test_a_codec_giving_a_bad_text_path_is_refused_before_anything_is_written(database: Database) -> None:
+    """A text path the database cannot read would fail every later query on the row (the transcript, indexing,
+    search): the write is refused whole, with the codec and the path named."""
+    from sessionstore import EventEncodeError
+    from sessionstore.codec import Description
+
+    class Careless(JsonCodec):
+        def describe(self, event: object) -> Description:
+            return Description("user", None, "$,content")
+
+    stream = uuid4()
+    async with database.storage(codec=Careless()) as storage:
+        with pytest.raises(EventEncodeError, match=r"Careless\.describe gave the text path '\$,content'"):
+            await storage.save_event(UserMessage("lost?"), EventContext.for_stream(stream))
+        with pytest.raises(EventEncodeError):
+            await storage.set_history(stream, [UserMessage("lost?")])
+        assert await storage.get_history(stream) == []
+    assert records.search(str(database), "lost") == []

@@ -9,21 +9,16 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+from databases import DATABASES, Database
 
-from sessionstore import EventContext, MemoryStorage, SessionRecord, SQLiteStorage, UserMessage
+from sessionstore import EventContext, MemoryStorage, SessionRecord, UserMessage
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory", "postgres"])
+@pytest.mark.parametrize("kind", ["memory", *DATABASES])
 async def test_a_walk_lists_each_session_once_while_agents_write(
     tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
-    storage: Any
-    if kind == "postgres":
-        from sessionstore.postgres import PostgresStorage
-
-        storage = PostgresStorage(request.getfixturevalue("pg_url"))
-    else:
-        storage = SQLiteStorage(tmp_path / "agent.db") if kind == "sqlite" else MemoryStorage()
+    storage: Any = MemoryStorage() if kind == "memory" else Database.of(kind, request, tmp_path).storage()
     rng = random.Random(5)
     existing = []
     for n in range(300):

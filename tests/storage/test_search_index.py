@@ -163,6 +163,38 @@ async def test_search_finds_an_event_not_yet_indexed(tmp_path: Path) -> None:
         assert len(records.search(path, "zeppelin* AND ready", raw=True)) == 1
 
 
+async def test_phrases_and_near_are_found_in_the_index_and_past_its_mark(tmp_path: Path) -> None:
+    # Revision 0008 keeps where each word is (detail=full): a phrase matches the words side by side only, in the
+    # index and in the scratch index of the events not indexed yet (which copies the index's options).
+    path = tmp_path / "agent.db"
+    stream = uuid4()
+    apart, together = "the build went red after the merge", "why is the build red again"
+    await write_and_close(path, [apart, together])
+    assert trails(path) == 0
+    async with SQLiteStorage(path) as storage:  # open: these two are past the mark while it runs
+        await storage.save_event(UserMessage("red build, then the build red once more"), ctx(stream))
+        await storage.save_event(UserMessage("a build that is red"), ctx(stream))
+        assert trails(path) == 2
+
+        def texts(query: str) -> set[str]:
+            return {hit.snippet for hit in records.search(path, query, raw=True)}
+
+        assert texts('"build red"') == {"why is the [build red] again", "red build, then the [build red] once more"}
+        assert len(texts("NEAR(build red, 1)")) == 3  # at most one word between: not "a build that is red"
+        assert len(texts("build AND red")) == 4
+        # Plain words (not raw) are found anywhere, in any order, as before.
+        assert len(records.search(path, '"build red"')) == 4
+        done = subprocess.run(
+            ["sessionstore", "search", '"build red"', "--fts", "--db", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert sorted(hit["position"] for hit in json.loads(done.stdout)) == [0, 0]
+    index_is_exact(path)
+
+
 async def test_the_index_trails_by_a_bounded_amount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite, "INDEX_DELAY", 0.2)
     path = tmp_path / "agent.db"
@@ -230,24 +262,3 @@ def test_check_reports_the_lag_and_repair_brings_back_a_lost_mark(tmp_path: Path
     assert repaired.ok and repaired.unindexed == 0
     index_is_exact(path)
     assert len(records.search(path, "two")) == 2
-
-
-async def test_a_codec_giving_a_bad_text_path_is_refused_before_anything_is_written(tmp_path: Path) -> None:
-    """A text path SQLite cannot read would fail every later query on the row (the transcript, indexing,
-    search): the write is refused whole, with the codec and the path named."""
-    from sessionstore import EventEncodeError, JsonCodec
-    from sessionstore.codec import Description
-
-    class Careless(JsonCodec):
-        def describe(self, event: object) -> Description:
-            return Description("user", None, "$,content")
-
-    path = tmp_path / "agent.db"
-    stream = uuid4()
-    async with SQLiteStorage(path, codec=Careless()) as storage:
-        with pytest.raises(EventEncodeError, match=r"Careless\.describe gave the text path '\$,content'"):
-            await storage.save_event(UserMessage("lost?"), ctx(stream))
-        with pytest.raises(EventEncodeError):
-            await storage.set_history(stream, [UserMessage("lost?")])
-        assert await storage.get_history(stream) == []
-    assert records.search(path, "lost") == []

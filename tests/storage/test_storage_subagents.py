@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from databases import DATABASES, Database
 
 from sessionstore import (
     EventContext,
@@ -24,28 +25,20 @@ from sessionstore import (
     ParentSessionMissingError,
     SessionRecord,
     SessionStore,
-    SQLiteStorage,
     UserMessage,
     in_session,
 )
 from sessionstore.storage import CURRENT_SESSION, SESSION_DEPENDENCY
 
-BACKENDS = ("memory", "sqlite", "postgres")
 
-
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=("memory", *DATABASES))
 async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     if request.param == "memory":
         yield MemoryStorage()
         return
-    if request.param == "sqlite":
-        opened: Any = SQLiteStorage(tmp_path / "agent.db")
-    else:
-        from sessionstore.postgres import PostgresStorage
-
-        # Two connections for appends: a burst of writes goes the batched way (APPEND_MANY) too.
-        opened = PostgresStorage(request.getfixturevalue("pg_url"), pool_size=2)
-    async with opened:
+    # On PostgreSQL, two connections for appends: a burst of writes goes the batched way (APPEND_MANY) too.
+    options = {"pool_size": 2} if request.param == "postgres" else {}
+    async with Database.of(request.param, request, tmp_path).storage(**options) as opened:
         yield opened
 
 

@@ -1,0 +1,245 @@
+"""What the two durable storages share, written once: :class:`DurableStorage` and :class:`Rewrite`.
+
+:class:`~sessionstore.SQLiteStorage` and :class:`~sessionstore.postgres.PostgresStorage` keep the same sessions
+and events with the same statements. What they do alike lives here: a storage's life on an event loop (opened on
+first use, bound to one loop, closed with it), the session catalogue (records, listing), the columns of an event's
+row, and how ``set_history`` finds the first event that differs from the stored ones. Each storage keeps only how
+it talks to its database: how it opens and closes, how a read and a write run, and its writes of events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Generic, Self, TypeVar
+
+from .codec import Codec, JsonCodec, describe_row
+from .errors import StorageError
+from .reads import load_session, session_page
+from .schema import queries
+from .storage import (
+    SessionPage,
+    SessionRecord,
+    StreamId,
+    annotate_context,
+    check_limit,
+    holder,
+    record_row,
+    session_id_of,
+    storable_text,
+    utc_text,
+)
+
+__all__ = ["DurableStorage", "Rewrite", "event_row"]
+
+T = TypeVar("T")
+Opened = TypeVar("Opened")
+
+
+def event_row(codec: Codec, event: Any) -> dict[str, Any]:
+    """An event's columns as :data:`queries.APPEND_EVENT` takes them: its type, payload, role, text and text path.
+
+    Encoded when called, on the caller's side: a bad event fails before any write, and a mutable one is stored
+    as it is at this call.
+    """
+    type_name, payload = codec.encode(event)
+    return {"type": type_name, "payload": payload, **describe_row(codec, event)}
+
+
+class Rewrite:
+    """One ``set_history`` call: the new events, how many of them are the stored ones, and the rows of the rest.
+
+    Events the codec makes mutable are encoded at once (``encoded``): they are stored as they are at this call,
+    and compared by their text, never by identity. Frozen ones are too when ``eager``; otherwise each is encoded
+    only when it is compared or written, so a call that appends to a long history encodes the new events only.
+    """
+
+    __slots__ = ("codec", "described", "encoded", "events")
+
+    def __init__(self, codec: Codec, events: Iterable[Any], *, eager: bool) -> None:
+        self.codec = codec
+        self.events = list(events)
+        now = eager or not codec.frozen_events
+        self.encoded = [codec.encode(event) for event in self.events] if now else None
+        self.described = [describe_row(codec, event) for event in self.events] if now else None
+
+    def unchanged(self, stored: Sequence[Any], *, objects: bool = False) -> int:
+        """How many of the new events, from the first, are the stored ones at their positions: their rows stay,
+        and the call writes from the first difference on.
+
+        ``stored`` holds the stored rows' ``(type, payload)`` texts or, with ``objects``, the frozen events this
+        process last wrote or read there (valid while the session's revision is the one it saw). An event that
+        is the same object as, or ``==`` to, the stored one is not rewritten.
+        """
+        new = self.events
+        limit = min(len(stored), len(new))
+        keep = 0
+        if self.encoded is not None:
+            encoded = self.encoded
+            while keep < limit and encoded[keep] == stored[keep]:
+                keep += 1
+            return keep
+        encode = self.codec.encode
+        if objects:
+            # List equality runs in C and short-cuts on identity, so the usual call (the history it read, plus
+            # new events) costs a pointer compare per stored event.
+            if new[:limit] == stored[:limit]:
+                return limit
+            while keep < limit and (new[keep] is stored[keep] or encode(new[keep]) == encode(stored[keep])):
+                keep += 1
+            return keep
+        while keep < limit and encode(new[keep]) == stored[keep]:
+            keep += 1
+        return keep
+
+    def rows(self, row_id: int, start: int, now: object) -> Iterator[dict[str, Any]]:
+        """:data:`queries.INSERT_EVENT`'s parameters for the events from position ``start`` on, one at a time
+        (an event not encoded yet is encoded as it is reached: a bad one fails there)."""
+        codec, encoded, described = self.codec, self.encoded, self.described
+        for position in range(start, len(self.events)):
+            if encoded is None or described is None:
+                event = self.events[position]
+                (type_name, payload), description = codec.encode(event), describe_row(codec, event)
+            else:
+                (type_name, payload), description = encoded[position], described[position]
+            yield {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": now} | description
+
+
+class DurableStorage(Generic[Opened]):
+    """A storage over a database: the :class:`~sessionstore.Storage` of its subclass and this
+    :class:`~sessionstore.SessionCatalog`.
+
+    The database is reached on first use (or ``async with``, or :meth:`open`) on the running event loop, and
+    ``Opened`` is what the subclass's writes then go through (SQLite's write lane, PostgreSQL's engine). A storage
+    serves one loop at a time: from a second live loop it raises :class:`~sessionstore.StorageError`; once its loop
+    has closed (``asyncio.run`` called again), the next use opens it anew on the new one.
+
+    A subclass says how it talks to its database: :meth:`_open`, :meth:`_dispose`, :meth:`_read`,
+    :meth:`_write_row`, and :meth:`_new_loop` for what it keeps per loop.
+    """
+
+    _top_level: str
+    """How a listing page leaves subagents out, in its database's words (as its backend's ``top_level``)."""
+
+    def __init__(self, *, codec: Codec | None, auto_upgrade: bool) -> None:
+        self.codec: Codec = codec if codec is not None else JsonCodec()
+        annotate_context(self, self.codec)
+        self.auto_upgrade = auto_upgrade
+        self._opened: Opened | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._opening: asyncio.Lock | None = None
+        self._guard: asyncio.Task[None] | None = None
+        self._holder = holder()  # how this storage marks the sessions it holds (sessions.held_by)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Reach the database now rather than on first use (creating it, or bringing its schema to the current
+        revision, if needed)."""
+        await self._ready()
+
+    async def _ready(self) -> Opened:
+        loop = asyncio.get_running_loop()
+        opened = self._opened
+        if opened is not None and self._loop is loop:
+            return opened
+        if self._loop is not None and self._loop is not loop and not self._loop.is_closed():
+            raise StorageError(f"{self} is in use by another event loop; use one {type(self).__name__} per event loop")
+        if self._opening is None or self._loop is not loop:
+            # First use, or the loop it was opened on has closed (asyncio.run called again): start over on this
+            # loop. What belonged to the old one was closed with it (see _close_with_loop).
+            self._opening = asyncio.Lock()
+            self._loop = loop
+            self._opened = None
+            self._new_loop()
+        async with self._opening:
+            if self._opened is None:
+                self._opened = opened = await self._open(loop)
+                self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self!r}")
+                return opened
+            return self._opened
+
+    async def aclose(self) -> None:
+        """Let the writes under way finish, then close every connection. Reopens on next use."""
+        guard, self._guard = self._guard, None
+        if self._loop is asyncio.get_running_loop():
+            await self._dispose()
+        if guard is not None and not guard.done():
+            guard.cancel()
+
+    async def _close_with_loop(self) -> None:
+        # Waits for ever; cancelled when the loop shuts down with the storage still open (asyncio.run cancels
+        # every task), so the connections are closed on their own loop rather than by the garbage collector after.
+        try:
+            await asyncio.Event().wait()
+        finally:
+            try:
+                current = asyncio.current_task()
+            except RuntimeError:  # collected after its loop stopped: nothing left to close on
+                current = None
+            if current is not None and self._guard is current:
+                await self._dispose()
+
+    def _new_loop(self) -> None:
+        """Forget what belonged to the previous event loop (the storage starts over on a new one)."""
+
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> Opened:
+        """Reach the database (creating it or upgrading its schema if needed); what the writes go through."""
+        raise NotImplementedError
+
+    async def _dispose(self) -> None:
+        """Finish the writes under way and close every connection (``_opened`` back to ``None``)."""
+        raise NotImplementedError
+
+    # -- running work ---------------------------------------------------------------------
+
+    async def _read(self, read: Callable[..., T], *args: Any) -> T:
+        """``read(connection, *args)``: one of the reads of :mod:`sessionstore.reads`, on a
+        :class:`~sessionstore.reads.Connection` of this storage's database."""
+        raise NotImplementedError
+
+    async def _write_row(self, sql: str, params: dict[str, Any]) -> None:
+        """Run one statement of :mod:`~sessionstore.schema.queries` on one session's row, in a transaction of its
+        own; return once it has committed. ``params`` as SQLite binds them (times as :func:`utc_text`,
+        ``released`` an integer)."""
+        raise NotImplementedError
+
+    # -- SessionCatalog -----------------------------------------------------------------------
+
+    async def save_session(self, record: SessionRecord) -> None:
+        """Insert or replace the record (its events are untouched)."""
+        await self._write_row(queries.UPSERT_SESSION, record_row(record))
+
+    async def load_session(self, stream_id: StreamId) -> SessionRecord | None:
+        """The stored record (its title only if one was set), or ``None``."""
+        return await self._read(load_session, session_id_of(stream_id))
+
+    async def touch_session(self, stream_id: StreamId, *, released: bool | None = None) -> None:
+        """Stamp ``updated_at`` now; set ``released`` when given."""
+        params = {
+            "sid": session_id_of(stream_id),
+            "now": utc_text(datetime.now(UTC)),
+            "released": None if released is None else int(released),
+        }
+        await self._write_row(queries.TOUCH_SESSION, params)
+
+    async def set_title(self, stream_id: StreamId, title: str | None) -> None:
+        params = {"sid": session_id_of(stream_id), "title": None if title is None else storable_text(title, "title")}
+        await self._write_row(queries.SET_TITLE, params)
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> SessionPage:
+        """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time, after
+        ``cursor`` (see :func:`~sessionstore.reads.session_page`)."""
+        check_limit(limit)
+        top = self._top_level
+        return await self._read(lambda conn: session_page(conn, cwd=cwd, cursor=cursor, limit=limit, top_level=top))
