@@ -31,7 +31,7 @@ from sessionstore.schema.revisions import objects_at_head
 TEXT = "CASE WHEN text_path IS NULL THEN text ELSE sessionstore_json_text(payload, text_path) END"
 OLD_INDEX = f"CREATE INDEX events_fts_old ON events USING gin (to_tsvector('simple', {TEXT})) WHERE role IS NOT NULL"
 OLD_SEARCH = (
-    queries.SEARCH_POSTGRESQL.replace("sessionstore_search_words(t.text)", "to_tsvector('simple', t.text)")
+    queries.SEARCH_POSTGRESQL.replace("sessionstore_search_words(m.text)", "to_tsvector('simple', m.text)")
     .replace("CAST(:query AS TSQUERY)", "to_tsquery('simple', :query)")
     .replace(":limit", "200")
     .replace(":offset", "0")

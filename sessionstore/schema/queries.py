@@ -316,10 +316,11 @@ SEARCH_NEW_EVENTS = (
 # for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it, and cuts the snippet from the
 # text. Paged: a page may keep fewer hits than it read.
 SEARCH_POSTGRESQL = (
-    "SELECT t.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_1, "
-    "(SELECT o.parent_id FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_2, t.position, t.type, "
-    "t.role, t.text FROM transcript AS t WHERE sessionstore_search_words(t.text) @@ CAST(:query AS TSQUERY) ORDER BY "
-    "t.event_id DESC LIMIT :limit OFFSET :offset"
+    "WITH found AS MATERIALIZED (SELECT m.event_id AS event_id FROM transcript AS m WHERE "
+    "sessionstore_search_words(m.text) @@ CAST(:query AS TSQUERY)) SELECT t.session_id, (SELECT o.title FROM "
+    "session_overview AS o WHERE o.session_id = t.session_id) AS anon_1, (SELECT o.parent_id FROM session_overview AS "
+    "o WHERE o.session_id = t.session_id) AS anon_2, t.position, t.type, t.role, t.text FROM transcript AS t JOIN "
+    "found ON found.event_id = t.event_id ORDER BY t.event_id DESC LIMIT :limit OFFSET :offset"
 )
 
 # How many sessions, and how many released: the column as each database reads a boolean (an integer in SQLite, where any

@@ -420,15 +420,23 @@ def _search(t: Schema) -> Any:
 
 
 def _search_postgresql(t: Schema) -> Any:
-    tr = TRANSCRIPT.alias("t")
+    tr, inner = TRANSCRIPT.alias("t"), TRANSCRIPT.alias("m")
     # The expression the GIN index events_fts is built over (revision 0009), so that it serves the search; the
-    # query is a tsquery's text as it is (no parser: its lexemes are spelled as the index's).
-    words = func.sessionstore_search_words(tr.c.text)
+    # query is a tsquery's text as it is (no parser: its lexemes are spelled as the index's). The matches are
+    # found first, by the index alone (MATERIALIZED): ordered and limited in one query, the planner could walk
+    # the events newest first and compute every event's words until enough matched, minutes for a rare word in
+    # a million events. Newest first, not by rank: a rank would compute every match's words again (the index
+    # keeps no text), seconds for a common word (bench/pg_search.py).
+    words = func.sessionstore_search_words(inner.c.text)
+    found = (
+        select(inner.c.event_id)
+        .where(words.op("@@")(cast(bindparam("query"), TSQUERY)))
+        .cte("found")
+        .prefix_with("MATERIALIZED")
+    )
     return (
         select(*_hit(tr.c.session_id, tr.c.position, tr.c.type, tr.c.role), tr.c.text)
-        .where(words.op("@@")(cast(bindparam("query"), TSQUERY)))
-        # Newest first: a rank would compute every match's words again (the index keeps no text), which took
-        # seconds for a common word on a large database (bench/pg_search.py).
+        .join_from(tr, found, found.c.event_id == tr.c.event_id)
         .order_by(tr.c.event_id.desc())
         .limit(bindparam("limit"))
         .offset(bindparam("offset"))

@@ -4,6 +4,7 @@ into a SQLite file and a PostgreSQL database by the storages themselves."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "conversation",
     "now",
     "run",
+    "same_search",
     "script_path",
     "synthetic_export",
     "write_both",
@@ -76,3 +78,14 @@ def write_both(db: Path, url: str, sessions: Sequence[tuple[UUID, Sequence[BaseE
             await write_sessions(pg, sessions)
 
     asyncio.run(main())
+
+
+def same_search(db: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``sessionstore search ARGS`` on the file and on the server: the same hits, lines and exit, in each database's
+    own order (FTS5's bm25 on the file, newest first on PostgreSQL)."""
+    lite, pg = run("search", *args, "--db", db), run("search", *args, "--db", url)
+    if "--json" in args and lite.returncode == 0:
+        assert sorted(map(str, json.loads(pg.stdout))) == sorted(map(str, json.loads(lite.stdout))), args
+    assert sorted(pg.stdout.splitlines()) == sorted(lite.stdout.splitlines()), args
+    assert (pg.returncode, pg.stderr) == (lite.returncode, lite.stderr), args
+    return pg

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from _pgcli import Spec, child_env, conversation, now, run, write_db
+from _pgcli import Spec, child_env, conversation, now, run, same_search, write_db
 from pg_server import PostgresServer
 
 from sessionstore import ModelMessage, UserMessage, records
@@ -60,9 +60,9 @@ def test_reading_commands_answer_as_on_sqlite(pg_url: str, tmp_path: Path) -> No
     assert 'tool call    run(cmd="pytest -x")' in shown.stdout
     same_on_both(db, pg_url, "show", a[:6], "--all")
     same_on_both(db, pg_url, "show", b, "--json")
-    same_on_both(db, pg_url, "search", "fixture", "--json")  # snippets included
-    same_on_both(db, pg_url, "search", "build", "red")
-    missing = same_on_both(db, pg_url, "search", "nowhere")
+    same_search(db, pg_url, "fixture", "--json")  # snippets included
+    same_search(db, pg_url, "build", "red")
+    missing = same_search(db, pg_url, "nowhere")
     assert missing.returncode == 1
     unknown = same_on_both(db, pg_url, "show", "0" * 12)
     assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _pgcli import Family, run, write_family
+from _pgcli import Family, run, same_search, write_family
 
 
 def moved(tmp_path: Path, url: str) -> tuple[Path, Family, str]:
@@ -39,9 +39,9 @@ def test_reading_a_family_answers_as_on_sqlite(pg_url: str, tmp_path: Path) -> N
     tree = json.loads(same_on_both(db, pg_url, "show", f.session, "--json"))
     assert tree["subagents"][0]["subagents"][0]["session"]["parent_id"] == f.subagent
     same_on_both(db, pg_url, "show", f.subagent)
-    hits = json.loads(same_on_both(db, pg_url, "search", "quokka", "--json"))
+    hits = json.loads(same_search(db, pg_url, "quokka", "--json").stdout)
     assert {(h["session_id"], h["parent_id"]) for h in hits} == {(f.nested, f.subagent)}
-    assert f"(subagent of {f.subagent[:12]})" in same_on_both(db, pg_url, "search", "quokka")
+    assert f"(subagent of {f.subagent[:12]})" in same_search(db, pg_url, "quokka").stdout
 
 
 def test_deleting_a_session_deletes_its_subagents_as_on_sqlite(pg_url: str, tmp_path: Path) -> None:
