@@ -243,6 +243,7 @@ NAMED: dict[str, Any] = {
     "meta": "{}",
     "through": 10,
     "batch": 100,
+    "last": 50,
 }
 BY_TYPE: dict[str, Any] = {
     "text": SID,
