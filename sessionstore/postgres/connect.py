@@ -6,28 +6,37 @@ What :mod:`sessionstore.sqlite.connect` is for a SQLite file, this is for a serv
   or several (``postgresql://user:pw@h1:5432,h2:5432/db?target_session_attrs=read-write``: a client connects to
   the first that answers as asked, so the same URL finds the primary after a failover). The password is never
   shown: every message and repr uses :func:`redacted`;
-* the engine is SQLAlchemy's async engine over asyncpg; ``json`` columns come back as their stored text
-  (sessionstore decodes them itself, and an export is the stored bytes). A storage's connections are made by
-  :func:`connector`, which keeps trying while no server answers as asked (a failover under way);
-* the commands' statements run on a :class:`PgConnection` (a :class:`~sessionstore.reads.Connection`) inside
-  :func:`blocking`.
+* everything but migrations runs on bare asyncpg connections: the statements of
+  :mod:`~sessionstore.schema.queries` (``:named`` parameters) are sent as asyncpg's own ``$n`` statements
+  (:func:`numbered`, once per statement text), and asyncpg prepares and caches each per connection. ``json``
+  columns come back as their stored text (sessionstore decodes them itself, and an export is the stored bytes).
+  Connections are made by :func:`connector`, which keeps trying while no server answers as asked (a failover
+  under way), and a storage keeps them in a :class:`Pool`;
+* the shared synchronous reads and the commands run on a :class:`PgConnection` (a
+  :class:`~sessionstore.reads.Connection`) in a greenlet (:func:`run_sync`, :func:`blocking`) whose awaits the
+  event loop serves;
+* SQLAlchemy (:func:`engine`) is loaded only to migrate a database: Alembic runs on it.
 
-Nothing here imports asyncpg or SQLAlchemy's asyncio support until a database is actually reached.
+Nothing here imports asyncpg or SQLAlchemy until a database is actually reached.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import queue
 import re
+import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import greenlet  # type: ignore[import-untyped]
 
 from ..errors import (
     DatabaseBusyError,
@@ -43,26 +52,36 @@ from ..schema import queries
 from ..schema.revisions import judge_revision
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
     from sqlalchemy.ext.asyncio import AsyncEngine
+
+T = TypeVar("T")
 
 
 __all__ = [
     "PG_LOCK_CLASS",
     "SCHEMES",
     "PgConnection",
+    "Pool",
+    "usable_after",
+    "await_only",
     "bind",
     "check_url",
     "blocking",
     "connected",
     "connector",
     "engine",
+    "executemany",
+    "fetch",
+    "fetchrow",
+    "fetchval",
     "lost_connection",
     "from_postgres",
-    "null_pool",
+    "numbered",
     "pg_lock_key",
     "read_revision",
     "redacted",
+    "revision_of",
+    "run_sync",
 ]
 
 SCHEMES = ("postgresql://", "postgresql+asyncpg://", "postgres://")
@@ -112,11 +131,18 @@ def _hosts_in_query(url: str) -> str:
     return f"{scheme}://{user}{at}/{path}?{query}"
 
 
-def _async_url(url: str) -> Any:
+def _asyncpg(url: str) -> Any:
+    """asyncpg, or :class:`StorageError` naming the extra that installs it."""
     try:
-        import asyncpg  # type: ignore[import-untyped]  # noqa: F401
+        import asyncpg  # type: ignore[import-untyped]
     except ModuleNotFoundError:
         raise StorageError(f"{redacted(url)} is a PostgreSQL database: {install_hint('postgres')}") from None
+    return asyncpg
+
+
+def _async_url(url: str) -> Any:
+    """``url`` as SQLAlchemy's asyncpg dialect takes it (migrations alone)."""
+    _asyncpg(url)
     from sqlalchemy.engine import make_url
 
     try:
@@ -124,6 +150,13 @@ def _async_url(url: str) -> Any:
     except Exception:  # SQLAlchemy's message would quote the URL, password and all
         raise StorageError(f"not a valid database URL: {redacted(url)}") from None
     return parsed.set(drivername="postgresql+asyncpg")
+
+
+def _dsn(url: str) -> str:
+    """``url`` as asyncpg takes it: libpq's form, several hosts and ``target_session_attrs`` included, which
+    asyncpg reads itself; only the scheme is made plain (``postgresql+asyncpg://`` is SQLAlchemy's)."""
+    _asyncpg(url)
+    return "postgresql://" + url.partition("://")[2]
 
 
 # -- reaching the primary through a failover --------------------------------------------------------------
@@ -151,16 +184,16 @@ def connector(url: str, *, patience: float, **options: Any) -> Callable[[], Awai
     """A function making a new asyncpg connection to ``url`` (every host it names; ``options`` are asyncpg's,
     e.g. ``server_settings``), trying again for up to ``patience`` seconds while no server answers as the URL
     asks (:data:`RETRY_DELAYS` apart). Only the connection is retried, never a statement: nothing was sent."""
-    import asyncpg
-
-    parsed = _async_url(url)
-    _, params = parsed.get_dialect()().create_connect_args(parsed)  # the host and port lists, the query's options
+    asyncpg = _asyncpg(url)
+    dsn = _dsn(url)
 
     async def connect() -> Any:
         deadline = time.monotonic() + patience
         for attempt in itertools.count():
             try:
-                return await asyncpg.connect(**params, **options)
+                return await asyncpg.connect(dsn, **options)
+            except ValueError:  # asyncpg's own message may quote the URL, password and all
+                raise StorageError(f"not a valid database URL: {redacted(url)}") from None
             except Exception as exc:
                 delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)]
                 if not _not_yet(exc) or time.monotonic() + delay > deadline:
@@ -171,53 +204,97 @@ def connector(url: str, *, patience: float, **options: Any) -> Callable[[], Awai
     return connect
 
 
+class Pool:
+    """At most ``size`` asyncpg connections made by ``connect`` (:func:`connector`), each kept open once made and
+    handed to one caller at a time.
+
+    Why not SQLAlchemy's pool or asyncpg's: an append is one statement, and a checkout and return there (greenlet
+    switches and connection wrappers; asyncpg's reset query on every return, a round trip) cost about as much as
+    that statement's round trip. A connection here is handed back as it is: every use either commits or rolls
+    back what it began, and :meth:`connection` closes one that failed in a way that leaves it unusable. One found
+    closed (a server that stopped or restarted closes its connections, and asyncpg sees the socket close as soon as
+    the event loop runs) is made anew.
+    """
+
+    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int) -> None:
+        self.connect = connect
+        self._slots: asyncio.Queue[Any] = asyncio.Queue()  # an open connection, or None: a free slot to fill
+        for _ in range(size):
+            self._slots.put_nowait(None)
+
+    def free(self) -> bool:
+        """Whether a connection (or a slot for one) is free now: :meth:`acquire` would not wait."""
+        return not self._slots.empty()
+
+    def idle(self) -> int:
+        """How many connections it holds open and unused now (none until one was needed)."""
+        return sum(conn is not None for conn in self._slots._queue)  # type: ignore[attr-defined]
+
+    async def acquire(self) -> Any:
+        conn = await self._slots.get()
+        if conn is not None and not conn.is_closed():
+            return conn
+        try:
+            return await self.connect()
+        except BaseException:
+            self._slots.put_nowait(None)
+            raise
+
+    def release(self, conn: Any) -> None:
+        self._slots.put_nowait(None if conn.is_closed() else conn)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        """A connection for the block; closed at once (never handed out again) if the block raised anything but a
+        statement's error that a server still there reported (see :func:`usable_after`)."""
+        conn = await self.acquire()
+        try:
+            yield conn
+        except BaseException as exc:
+            if not usable_after(exc):
+                conn.terminate()
+            raise
+        finally:
+            self.release(conn)
+
+    async def close(self) -> None:
+        """Close the idle connections (all of them, once none is in use)."""
+        while not self._slots.empty():
+            conn = self._slots.get_nowait()
+            if conn is not None:
+                try:
+                    await conn.close(timeout=5)
+                except Exception:
+                    conn.terminate()
+
+
+def usable_after(exc: BaseException) -> bool:
+    """Whether a connection that raised ``exc`` may run another statement: after a statement's error that a
+    server still there reported, yes; after anything else (a lost connection, asyncpg's protocol in a state it
+    cannot go on from, a cancellation mid-statement), it is terminated instead."""
+    import asyncpg
+
+    return isinstance(exc, asyncpg.PostgresError) and not lost_connection(exc)
+
+
 def lost_connection(exc: BaseException) -> bool:
     """Whether ``exc``, raised by a statement already sent, means the connection was lost before its answer
     came (the server ended, restarted, or is gone): whether the statement committed is then unknown."""
     return isinstance(from_postgres(exc, ""), DatabaseUnavailableError)
 
 
-def engine(url: str, *, ping: bool = True, patience: float = 0, **options: Any) -> AsyncEngine:
-    """An async engine for ``url``. Stale connections (a restarted server) are replaced before use.
-
-    ``ping=True`` asks the server at every checkout (SQLAlchemy's pre-ping: on asyncpg three round trips, BEGIN,
-    a query, ROLLBACK, more than an append itself costs). ``ping=False`` replaces at checkout, for nothing, a
-    connection asyncpg already knows is closed: a server that stops or restarts closes its connections, and
-    asyncpg sees the socket close as soon as the event loop runs. A connection that fails in use is discarded
-    (SQLAlchemy invalidates it, and the pool's older ones with it). ``patience`` (seconds): how long a new
-    connection is tried for while no server answers (see :func:`connector`).
-    """
-    from sqlalchemy import event
+def engine(url: str) -> AsyncEngine:
+    """A SQLAlchemy async engine for ``url``, one connection per use (no pool): what Alembic migrates a database
+    through, and nothing else does."""
     from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.pool import NullPool
 
-    if patience:
-        settings = options.get("connect_args", {})
-        options["async_creator"] = connector(url, patience=patience, **settings)
-    made = create_async_engine(
+    return create_async_engine(
         _async_url(url),
-        pool_pre_ping=ping,
-        json_deserializer=str,  # a json column's text as stored: decoded (or exported) by sessionstore
+        poolclass=NullPool,
+        json_deserializer=str,  # a json column's text as stored, as asyncpg gives it everywhere else
         hide_parameters=True,  # a failed statement's message never quotes a conversation
-        **options,
     )
-    if not ping:
-        event.listen(made.sync_engine.pool, "checkout", _replace_if_closed)
-    event.listen(made.sync_engine, "handle_error", _discard_if_lost)
-    return made
-
-
-def _discard_if_lost(context: Any) -> None:
-    # SQLAlchemy discards a connection whose socket it sees closed; one whose protocol asyncpg cannot go on with
-    # (see from_postgres) is discarded too, rather than handed out again to fail the same way.
-    if lost_connection(context.original_exception):
-        context.is_disconnect = True
-
-
-def _replace_if_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
-    from sqlalchemy.exc import DisconnectionError
-
-    if dbapi_connection.driver_connection.is_closed():
-        raise DisconnectionError("the server closed this connection")  # the pool connects anew
 
 
 # SQLSTATE classes and codes, and what each means for the database.
@@ -291,62 +368,198 @@ def bind(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class PgConnection:
-    """A :class:`~sessionstore.reads.Connection` to PostgreSQL: the commands' statements with ``:named``
-    parameters, rows back as tuples, and :meth:`transaction`.
+# -- statements on asyncpg ----------------------------------------------------------------------------
 
-    It is SQLAlchemy's synchronous ``Connection`` over asyncpg, so it is used inside :func:`blocking` (a greenlet,
-    as the PostgreSQL backend runs every command).
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")  # a :name, not a ::cast
+
+
+@functools.lru_cache(maxsize=1024)
+def numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``:named`` parameters as asyncpg's ``$n`` (a name used twice is one ``$n``), and the names
+    in order of their numbers. Cached: the storages run a few dozen statement texts, again and again."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return _NAMED.sub(number, sql), tuple(names)
+
+
+def _args(sql: str, params: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
+    text, names = numbered(sql)
+    bound = bind(params or {})
+    return text, [bound[name] for name in names]
+
+
+async def fetch(conn: Any, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+    """The rows of one of the shared statements (``:named`` parameters, bound by :func:`bind`) on an asyncpg
+    connection; each row a tuple-like ``Record``."""
+    text, args = _args(sql, params)
+    return list(await conn.fetch(text, *args))
+
+
+async def executemany(conn: Any, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """One of the shared statements once for each of ``rows`` (see :func:`fetch`), in one round trip."""
+    if rows:
+        text, names = numbered(sql)
+        await conn.executemany(text, [[bound[name] for name in names] for bound in map(bind, rows)])
+
+
+async def fetchrow(conn: Any, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+    """The first row, or None (see :func:`fetch`)."""
+    text, args = _args(sql, params)
+    return await conn.fetchrow(text, *args)
+
+
+async def fetchval(conn: Any, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+    """The first row's first value, or None (see :func:`fetch`)."""
+    text, args = _args(sql, params)
+    return await conn.fetchval(text, *args)
+
+
+# -- synchronous code over asyncpg: a greenlet the event loop serves ---------------------------------
+
+
+class _Bridge(greenlet.greenlet):  # type: ignore[misc]
+    """A greenlet running synchronous code whose every :func:`await_only` the loop driving it serves (its
+    parent, :func:`run_sync`): the shared reads and the commands are written once, synchronously, for a
+    ``sqlite3`` connection and for asyncpg alike (as SQLAlchemy's ``run_sync`` does, without SQLAlchemy)."""
+
+
+def in_bridge() -> bool:
+    """Whether the caller runs inside :func:`run_sync` (so may call :func:`await_only`)."""
+    return isinstance(greenlet.getcurrent(), _Bridge)
+
+
+def await_only(awaitable: Awaitable[T]) -> T:
+    """The result of ``awaitable``, awaited by the event loop driving this greenlet, from synchronous code."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Bridge):
+        raise RuntimeError("await_only() called outside run_sync()")
+    return current.parent.switch(awaitable)  # type: ignore[no-any-return]
+
+
+async def run_sync(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, synchronous code that calls :func:`await_only`, run to its end on this loop."""
+    bridge = _Bridge(fn, greenlet.getcurrent())
+    result = bridge.switch(*args, **kwargs)
+    while not bridge.dead:
+        try:
+            value = await result
+        except BaseException:
+            result = bridge.throw(*sys.exc_info())
+        else:
+            result = bridge.switch(value)
+    return result  # type: ignore[no-any-return]
+
+
+STREAM_BATCH = 256  # rows a streamed read fetches at a time
+
+
+class _Rows:
+    """What :meth:`PgConnection.execute` returns: the rows (tuple-like), iterable, ``fetchone``, ``fetchall``.
+    Rows read from a cursor (``cursor``) come :data:`STREAM_BATCH` at a time, as they are iterated."""
+
+    def __init__(self, rows: list[Any] | None = None, cursor: Any = None) -> None:
+        self._rows = rows or []
+        self._cursor = cursor
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            yield from self._rows
+            self._rows = []
+            if self._cursor is None:
+                return
+            self._rows = await_only(self._cursor.fetch(STREAM_BATCH))
+            if len(self._rows) < STREAM_BATCH:
+                self._cursor = None
+
+    def fetchone(self) -> Any:
+        return next(iter(self), None)
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+
+class PgConnection:
+    """A :class:`~sessionstore.reads.Connection` to PostgreSQL: the shared statements with ``:named``
+    parameters on an asyncpg connection, rows back as tuples, and :meth:`transaction`; used inside
+    :func:`run_sync` (or :func:`blocking`).
+
+    ``stream``: rows come from a cursor as they are read (inside a transaction: :func:`connected`'s snapshot); a
+    listing of every session is never held whole. ``autobegin``: a statement outside a transaction begins one,
+    which the caller commits (:func:`connected` for writing); otherwise such a statement commits on its own.
     """
 
-    def __init__(self, conn: Any, url: str) -> None:
+    def __init__(self, conn: Any, url: str, *, stream: bool = False, autobegin: bool = False) -> None:
         self._conn = conn
         self.url = redacted(url)
+        self._stream = stream
+        self._autobegin = autobegin
+        self._transaction: Any = None
 
     def __repr__(self) -> str:
         return f"<sessionstore.postgres.connect.PgConnection {self.url}>"
 
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None, /) -> Any:
-        from sqlalchemy import text
-
-        return self._conn.execute(text(sql), bind(params or {}))
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None, /) -> _Rows:
+        text, args = _args(sql, params)
+        if self._autobegin and self._transaction is None:
+            self.begin()
+        if self._stream and self._transaction is not None:
+            return _Rows(cursor=await_only(self._conn.cursor(text, *args)))
+        return _Rows(await_only(self._conn.fetch(text, *args)))
 
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]], /) -> None:
-        from sqlalchemy import text
-
         if rows:
-            self._conn.execute(text(sql), [bind(row) for row in rows])
+            if self._autobegin and self._transaction is None:
+                self.begin()
+            await_only(executemany(self._conn, sql, rows))
 
     @property
     def in_transaction(self) -> bool:
-        return bool(self._conn.in_transaction())
+        return self._transaction is not None
+
+    def begin(self, **options: Any) -> None:
+        """Begin a transaction (``options``: asyncpg's, e.g. ``isolation``, ``readonly``)."""
+        self._transaction = self._conn.transaction(**options)
+        await_only(self._transaction.start())
+
+    def commit(self) -> None:
+        transaction, self._transaction = self._transaction, None
+        if transaction is not None:
+            await_only(transaction.commit())
+
+    def rollback(self) -> None:
+        transaction, self._transaction = self._transaction, None
+        if transaction is not None and not self._conn.is_closed():
+            await_only(transaction.rollback())
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PgConnection]:
-        """One transaction: committed if the block ends, rolled back if it raises."""
-        if not self._conn.in_transaction():
-            self._conn.begin()
+        """One transaction (the one under way, if any): committed if the block ends, rolled back if it raises."""
+        if self._transaction is None:
+            self.begin()
         try:
             yield self
-            self._conn.commit()
+            self.commit()
         finally:
-            if self._conn.in_transaction():
-                self._conn.rollback()
+            self.rollback()
 
     def revision(self) -> str | None:
-        return read_revision(self._conn)[0]
+        return self.revision_and_tables()[0]
 
     def revision_and_tables(self) -> tuple[str | None, bool]:
         """The revision, and whether the database holds any other table (see :func:`judge_revision`)."""
-        return read_revision(self._conn)
+        return read_revision(lambda sql: self.execute(sql).fetchall())
 
 
 def _db_errors() -> tuple[type[BaseException], ...]:
     import asyncpg
-    from sqlalchemy.exc import SQLAlchemyError
 
     return (
-        SQLAlchemyError,
         OSError,
         asyncpg.PostgresError,
         asyncpg.InterfaceError,
@@ -361,31 +574,21 @@ def connected(url: str, *, write: bool = False) -> Iterator[PgConnection]:
 
     Reading (``write=False``) is one ``REPEATABLE READ READ ONLY`` transaction: every answer (a session and its
     events, a whole export) comes from one snapshot, as a SQLite read transaction gives. Writing is at the
-    default isolation, in the transactions its caller begins.
+    default isolation, in the transactions its caller begins (or one begun by its first statement), committed
+    when the block ends.
     """
-    from sqlalchemy.util.concurrency import await_only
-
-    eng = engine(url, poolclass=null_pool())
     errors = _db_errors()
     try:
+        conn = await_only(connector(url, patience=0)())
         try:
-            conn = await_only(eng.connect())
-            try:
-                if not write:
-                    # Rows come from a server-side cursor, as they are read: a listing of every session is
-                    # never held whole (at most a batch of rows, and whatever the command keeps).
-                    await_only(
-                        conn.execution_options(
-                            isolation_level="REPEATABLE READ", postgresql_readonly=True, stream_results=True
-                        )
-                    )
-                yield PgConnection(conn.sync_connection, url)
-                if conn.in_transaction():
-                    await_only(conn.commit())
-            finally:
-                await_only(conn.close())
+            made = PgConnection(conn, url, stream=not write, autobegin=write)
+            if not write:
+                made.begin(isolation="repeatable_read", readonly=True)
+            yield made
+            made.commit()
         finally:
-            await_only(eng.dispose())
+            if not conn.is_closed():
+                await_only(conn.close(timeout=5))
     except errors as exc:
         raise from_postgres(exc, url) from exc
 
@@ -393,17 +596,14 @@ def connected(url: str, *, write: bool = False) -> Iterator[PgConnection]:
 def blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, synchronous code using :func:`connected`, run to its end from synchronous code.
 
-    SQLAlchemy's synchronous API over asyncpg works inside a greenlet that an event loop drives
-    (``greenlet_spawn``, as ``AsyncConnection.run_sync`` does): this starts one, on a loop of its own (in a thread
-    of its own if the caller's thread already runs a loop), unless the caller is in one already.
+    It runs in a greenlet (:func:`run_sync`) that an event loop drives: one of its own (in a thread of its own if
+    the caller's thread already runs a loop), unless the caller is in one already.
     """
-    from sqlalchemy.util.concurrency import greenlet_spawn, in_greenlet
-
-    if in_greenlet():
+    if in_bridge():
         return fn(*args, **kwargs)
 
     async def run() -> Any:
-        return await greenlet_spawn(fn, *args, **kwargs)
+        return await run_sync(fn, *args, **kwargs)
 
     try:
         asyncio.get_running_loop()
@@ -472,15 +672,13 @@ def streamed(fn: Callable[..., Generator[Any, None, None]], *args: Any, **kwargs
         producer.join()
 
 
-def null_pool() -> Any:
-    from sqlalchemy.pool import NullPool
+def read_revision(rows: Callable[[str], Sequence[Sequence[object]]]) -> tuple[str | None, bool]:
+    """``(revision, has_other_tables)`` of the database's current schema, as for a SQLite file; ``rows(sql)`` runs
+    a statement on the database (SQLAlchemy's connection while migrating, asyncpg's otherwise)."""
+    tables = rows("SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()")
+    return judge_revision([str(row[0]) for row in tables], lambda: rows(queries.REVISION), "the database")
 
-    return NullPool
 
-
-def read_revision(conn: Connection) -> tuple[str | None, bool]:
-    """``(revision, has_other_tables)`` of the database's current schema, as for a SQLite file."""
-    tables = conn.exec_driver_sql("SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()")
-    return judge_revision(
-        [str(row[0]) for row in tables], lambda: conn.exec_driver_sql(queries.REVISION).all(), "the database"
-    )
+async def revision_of(conn: Any) -> tuple[str | None, bool]:
+    """:func:`read_revision` on an asyncpg connection, from async code."""
+    return await run_sync(read_revision, lambda sql: await_only(conn.fetch(sql)))

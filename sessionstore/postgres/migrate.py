@@ -24,7 +24,7 @@ from ..schema.revisions import (
     run_revisions,
     script_directory,
 )
-from .connect import engine, from_postgres, null_pool, read_revision, redacted
+from .connect import connector, engine, from_postgres, read_revision, redacted, revision_of
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -39,17 +39,20 @@ the same in every process on every host, that nothing else in sessionstore takes
 async def prepare(url: str, *, auto_upgrade: bool = True) -> None:
     """Make the database at ``url`` a sessionstore database at :data:`HEAD` before first use.
 
-    At head: one query. Anything else is :func:`migrate`'s, in a worker thread (Alembic runs its own loop
-    there), which builds, upgrades or refuses it under the migration lock.
+    At head: two queries on a bare asyncpg connection (SQLAlchemy and Alembic are not even imported). Anything
+    else is :func:`migrate`'s, in a worker thread (Alembic runs its own loop there), which builds, upgrades or
+    refuses it under the migration lock.
     """
-    eng = engine(url, poolclass=null_pool())
     try:
-        async with eng.connect() as conn:
-            revision, _ = await conn.run_sync(read_revision)
+        conn = await connector(url, patience=0)()
+        try:
+            revision, _ = await revision_of(conn)
+        finally:
+            await conn.close(timeout=5)
+    except StorageError:
+        raise
     except Exception as exc:
         raise from_postgres(exc, url) from exc
-    finally:
-        await eng.dispose()
     if revision == HEAD:
         return
     await asyncio.to_thread(migrate, url, "head", "upgrade", auto_upgrade=auto_upgrade)
@@ -65,7 +68,7 @@ def run_locked(url: str, work: Callable[[Connection], Any]) -> Any:
     async def run() -> Any:
         from sqlalchemy import text
 
-        eng = engine(url, poolclass=null_pool())
+        eng = engine(url)
         try:
             async with eng.connect() as conn:
                 await conn.begin()
@@ -103,7 +106,7 @@ def migrate(
     where = redacted(url)
 
     def work(conn: Connection) -> str | None:
-        found, populated = read_revision(conn)
+        found, populated = read_revision(lambda sql: conn.exec_driver_sql(sql).all())
         refuse_unknown(directory, where, found, populated)
         if found == target:
             return found

@@ -6,9 +6,11 @@ Imported on demand (``from sessionstore.postgres import PostgresStorage``): it n
 How it keeps conversations safe, at PostgreSQL's default isolation (read committed):
 
 * Every write call is one transaction, and returns only once it has committed. PostgreSQL commits concurrent
-  transactions together (one WAL flush for many): no write lane. Appends run on the storage's own asyncpg
-  connections (:class:`_Appenders`; those that would wait for one go in batches, one statement for many
-  sessions, each event whole or absent), everything else on a connection of SQLAlchemy's async pool.
+  transactions together (one WAL flush for many): no write lane. Everything runs on bare asyncpg connections
+  (no SQLAlchemy: the statements of :mod:`~sessionstore.schema.queries` as asyncpg's ``$n`` statements, prepared
+  once per connection): appends on connections of their own (:class:`_Appenders`; those that would wait for one
+  go in batches, one statement for many sessions, each event whole or absent), everything else on the storage's
+  :class:`~sessionstore.postgres.connect.Pool`.
 * A write to a session's events first locks the session's row (``SELECT ... FOR UPDATE``; a new session's row
   is inserted ``ON CONFLICT DO NOTHING`` and then locked). An append is one statement (:data:`APPEND_ONE`), one
   round trip and its own transaction when no other writer of the session committed meanwhile; else it is
@@ -39,9 +41,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..codec import Codec
 from ..durable import DurableStorage, Rewrite, event_row
@@ -59,7 +58,7 @@ from ..storage import (
     session_id_of,
 )
 from . import connect as pg
-from .connect import PG_LOCK_CLASS, pg_lock_key
+from .connect import PG_LOCK_CLASS, Pool, pg_lock_key, usable_after
 from .migrate import prepare
 
 __all__ = ["PostgresStorage"]
@@ -90,8 +89,8 @@ _CLEAR_DEAD_HOLDERS = (
     " WHERE locktype = 'advisory' AND classid = $1::oid AND objid = (sessions.id % 2147483648)::oid AND objsubid = 2)"
 )
 _HELD_BY_ANOTHER = (
-    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND classid = CAST(:class AS oid)"
-    " AND objid = CAST(:key AS oid) AND objsubid = 2 AND pid <> :mine)"
+    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid"
+    " AND objid = $2::oid AND objsubid = 2 AND pid <> $3)"
 )
 # A bare row for a session written before it was saved (or a subagent's stream); another writer may have made it
 # meanwhile.
@@ -190,20 +189,12 @@ LANDED = "SELECT 1 FROM events WHERE session = :id AND created_at = :now AND typ
 _BATCH = 64  # events in one APPEND_MANY at most
 
 _DB_ERRORS = (
-    SQLAlchemyError,
     OSError,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,
     asyncio.TimeoutError,
 )
-
-
-def _usable_after(exc: BaseException) -> bool:
-    """Whether a connection that raised ``exc`` may run another statement: after a statement's error that a
-    server still there reported, yes; after anything else (a lost connection, asyncpg's protocol in a state it
-    cannot go on from, a cancellation mid-statement), it is terminated instead."""
-    return isinstance(exc, asyncpg.PostgresError) and not pg.lost_connection(exc)
 
 
 class _Lost(Exception):
@@ -218,11 +209,9 @@ class _Lost(Exception):
 class _Appenders:
     """The storage's own asyncpg connections for :meth:`PostgresStorage.save_event`, at most ``size`` at once.
 
-    Why not the engine's pool: an append is one statement, and a checkout of SQLAlchemy's pool and back (greenlet
-    switches, its connection wrappers, the reset on return) costs about as much as that statement's round trip.
-    These connections only ever run :data:`APPEND_ONE` or :data:`APPEND_MANY` in autocommit, so nothing needs
-    resetting between uses. A connection found closed (a server that stopped or restarted closes its
-    connections) is made anew.
+    Why a pool of their own: an append that waits for a connection joins a batch, which needs to know at once
+    whether one is free; and a write transaction holding every connection never holds appends up. These
+    connections only ever run :data:`APPEND_ONE` or :data:`APPEND_MANY` in autocommit.
 
     An append that finds a connection free runs at once, alone. One that would wait for a connection joins a
     batch instead, and the first connection freed runs the whole batch in one statement: under load, one round
@@ -231,9 +220,7 @@ class _Appenders:
 
     def __init__(self, connect: Callable[[], Awaitable[Any]], size: int, holder: str) -> None:
         self._connect = connect
-        self._slots: asyncio.Queue[Any] = asyncio.Queue()  # an open connection, or None: a free slot to fill
-        for _ in range(size):
-            self._slots.put_nowait(None)
+        self.pool = Pool(connect, size)
         # Batches waiting for a connection, oldest first: session id -> (values, the caller's future).
         self._pending: list[dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]] = []
         self._runners: set[asyncio.Task[None]] = set()
@@ -249,20 +236,20 @@ class _Appenders:
     async def append(self, sid: str, values: tuple[Any, ...]) -> bool:
         """Append ``(type, payload, role, text, text_path, parent)`` to session ``sid``; False: do it the long
         way."""
-        if self._slots.qsize() and not self._pending:
-            conn = await self.acquire()  # free: no wait
+        if self.pool.free() and not self._pending:
+            conn = await self.pool.acquire()  # free: no wait
             now = _now()
             try:
                 guard = (PG_LOCK_CLASS, self.holder)
                 return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values, *guard) is not None
             except BaseException as exc:
-                if not _usable_after(exc):
+                if not usable_after(exc):
                     conn.terminate()  # never handed out again
                 if isinstance(exc, _DB_ERRORS) and pg.lost_connection(exc):
                     raise _Lost(now) from exc
                 raise
             finally:
-                self.release(conn)
+                self.pool.release(conn)
         batch = self._pending[-1] if self._pending else None
         if batch is None or sid in batch or len(batch) >= _BATCH:
             batch = {}
@@ -276,7 +263,7 @@ class _Appenders:
 
     async def _run(self, batch: dict[str, tuple[tuple[Any, ...], asyncio.Future[bool]]]) -> None:
         try:
-            conn = await self.acquire()
+            conn = await self.pool.acquire()
         except BaseException as exc:
             self._pending.remove(batch)
             for _, done in batch.values():
@@ -292,7 +279,7 @@ class _Appenders:
                 for row in await conn.fetch(APPEND_MANY, list(batch), now, now - UPDATED_AT_SLACK, *columns, *guard)
             }
         except BaseException as exc:
-            if _usable_after(exc):
+            if usable_after(exc):
                 found = set()  # refused whole (nothing committed): each appends the long way
             else:  # the connection was lost (committed or not, unknown: each caller settles its own), or worse
                 conn.terminate()
@@ -301,34 +288,15 @@ class _Appenders:
                     done.set_exception(_Lost(now) if lost else exc)
                 return
         finally:
-            self.release(conn)
+            self.pool.release(conn)
         for sid, (_, done) in batch.items():
             done.set_result(sid in found)
-
-    async def acquire(self) -> Any:
-        conn = await self._slots.get()
-        if conn is not None and not conn.is_closed():
-            return conn
-        try:
-            return await self._connect()
-        except BaseException:
-            self._slots.put_nowait(None)
-            raise
-
-    def release(self, conn: Any) -> None:
-        self._slots.put_nowait(None if conn.is_closed() else conn)
 
     async def close(self) -> None:
         """Close the idle connections (all of them, once no append is under way)."""
         if self._runners:
             await asyncio.wait(list(self._runners))
-        while not self._slots.empty():
-            conn = self._slots.get_nowait()
-            if conn is not None:
-                try:
-                    await conn.close(timeout=5)
-                except _DB_ERRORS:
-                    conn.terminate()
+        await self.pool.close()
 
 
 _last_now = datetime.min
@@ -344,7 +312,7 @@ def _now() -> datetime:
     return _last_now
 
 
-class PostgresStorage(DurableStorage[AsyncEngine]):
+class PostgresStorage(DurableStorage[Pool]):
     """Sessions and their events in a PostgreSQL database, named by its URL.
 
     Implements :class:`~sessionstore.Storage` and :class:`~sessionstore.SessionCatalog`. The constructor does
@@ -391,8 +359,8 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         self.pool_size = pool_size
         self._read_url = read_url
         self.reconnect_timeout = reconnect_timeout
-        self._reader: AsyncEngine | None = None  # on read_url, if given
-        # The engine is the base's _opened; the appenders' connections are made with it.
+        self._reader: Pool | None = None  # on read_url, if given
+        # The pool for everything but appends is the base's _opened; the appenders have connections of their own.
         self._appenders: _Appenders | None = None
         # Writes under way; those whose caller was cancelled are waited for before the next write starts.
         self._writes: set[asyncio.Task[Any]] = set()
@@ -412,20 +380,18 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
     def _new_loop(self) -> None:
         self._writes, self._orphans = set(), set()
 
-    async def _open(self, loop: asyncio.AbstractEventLoop) -> AsyncEngine:
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> Pool:
         try:
             await prepare(self._url, auto_upgrade=self.auto_upgrade)
         except _DB_ERRORS as exc:
             raise pg.from_postgres(exc, self._url) from exc
         settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
-        pool: dict[str, Any] = {"ping": False, "pool_size": self.pool_size, "max_overflow": 0}
         patience = self.reconnect_timeout
-        engine = pg.engine(self._url, patience=patience, connect_args={"server_settings": settings}, **pool)
         connect = pg.connector(self._url, patience=patience, server_settings=settings)
         self._appenders = _Appenders(connect, self.pool_size, self._holder)
         if self._read_url is not None:
-            self._reader = pg.engine(self._read_url, patience=patience, **pool)
-        return engine
+            self._reader = Pool(pg.connector(self._read_url, patience=patience), self.pool_size)
+        return Pool(connect, self.pool_size)
 
     async def _dispose(self) -> None:
         if self._writes:
@@ -438,27 +404,27 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
             except _DB_ERRORS:
                 holds.terminate()
         self._held.clear()
-        engine, self._opened = self._opened, None
+        pool, self._opened = self._opened, None
         reader, self._reader = self._reader, None
         appenders, self._appenders = self._appenders, None
         if appenders is not None:
             await appenders.close()
-        for pool in (engine, reader):
-            if pool is not None:
-                await pool.dispose()
+        for each in (pool, reader):
+            if each is not None:
+                await each.close()
 
     # -- running work --------------------------------------------------------------------
 
-    async def _write(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _write(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``work`` in one transaction; return once it has committed. Cancelled, it still ends whole."""
-        return await self._guarded(lambda engine: self._transaction(engine, work))
+        return await self._guarded(lambda pool: self._transaction(pool, work))
 
-    async def _guarded(self, write: Callable[[AsyncEngine], Awaitable[T]]) -> T:
+    async def _guarded(self, write: Callable[[Pool], Awaitable[T]]) -> T:
         """Run ``write``, after the writes whose callers were cancelled; cancelled, it still runs to its end."""
-        engine = await self._ready()
+        pool = await self._ready()
         if self._orphans:
             await asyncio.wait(list(self._orphans))
-        task = asyncio.ensure_future(write(engine))
+        task = asyncio.ensure_future(write(pool))
         self._writes.add(task)
         task.add_done_callback(self._finished)
         try:
@@ -474,42 +440,41 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         if not task.cancelled():
             task.exception()  # retrieved: a caller cancelled meanwhile no longer waits for it
 
-    async def _transaction(self, engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _transaction(self, pool: Pool, work: Callable[[Any], Awaitable[T]]) -> T:
+        """``work(connection)`` in one transaction of a pooled connection: committed if it returns."""
         try:
-            async with engine.begin() as conn:
+            async with pool.connection() as conn, conn.transaction():
                 return await work(conn)
         except _DB_ERRORS as exc:
             raise pg.from_postgres(exc, self._url) from exc
 
     async def _read(self, read: Callable[..., T], *args: Any) -> T:
-        """Run ``read(connection, *args)`` on a pooled connection, as a :class:`~.connect.PgConnection` (SQLAlchemy's
-        synchronous API, in the greenlet ``run_sync`` drives)."""
+        """Run ``read(connection, *args)`` on a pooled connection, as a :class:`~.connect.PgConnection` (in the
+        greenlet :func:`~.connect.run_sync` drives)."""
         url = self._url
 
-        async def run(conn: AsyncConnection) -> T:
-            return await conn.run_sync(lambda sync: read(pg.PgConnection(sync, url), *args))
+        async def run(conn: Any) -> T:
+            return await pg.run_sync(read, pg.PgConnection(conn, url), *args)
 
         return await self._read_async(run)
 
     async def _write_row(self, sql: str, params: dict[str, Any]) -> None:
-        bound = pg.bind(params)  # times as datetimes, released a boolean
-
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(text(sql), bound)
+        async def work(conn: Any) -> None:
+            await pg.fetch(conn, sql, params)  # times bound as datetimes, released a boolean
 
         await self._write(work)
 
-    async def _read_async(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _read_async(self, read: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``read`` on a pooled connection (read committed; its statements see what was committed), on
         ``read_url`` if given; read again if its connection is lost (a read changes nothing), on a new one, for up
         to ``reconnect_timeout``."""
-        engine = await self._ready()
-        reader, url = (self._reader, self._read_url) if self._reader is not None else (engine, self._url)
+        pool = await self._ready()
+        reader, url = (self._reader, self._read_url) if self._reader is not None else (pool, self._url)
         assert url is not None
         deadline = time.monotonic() + self.reconnect_timeout
         while True:
             try:
-                async with reader.connect() as conn:
+                async with reader.connection() as conn:
                     return await read(conn)
             except _DB_ERRORS as exc:
                 if not pg.lost_connection(exc) or time.monotonic() > deadline:
@@ -519,26 +484,26 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
     # -- inside a write transaction -------------------------------------------------------
 
     async def _lock_session(
-        self, conn: AsyncConnection, stream_id: StreamId, parent: StreamId | None, now: datetime
+        self, conn: Any, stream_id: StreamId, parent: StreamId | None, now: datetime
     ) -> int:
         """The session's row id, its row locked until the transaction ends (made if missing, under ``parent``'s
         row, which must exist); stamps ``updated_at``. :class:`SessionHeldError` if another connection holds it."""
         sid = stream_id.hex
-        row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+        row = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})
         if row is not None:
             await self._refuse_held(conn, int(row[0]), sid)
         if row is None:
             parent_row = None
             if parent is not None:
-                parent_row = (await conn.execute(text(queries.FIND_SESSION), {"sid": parent.hex})).scalar()
+                parent_row = await pg.fetchval(conn, queries.FIND_SESSION, {"sid": parent.hex})
                 if parent_row is None:
                     raise missing_parent(stream_id, parent)
-            made = (await conn.execute(text(NEW_SESSION), {"sid": sid, "parent": parent_row, "now": now})).scalar()
+            made = await pg.fetchval(conn, NEW_SESSION, {"sid": sid, "parent": parent_row, "now": now})
             if made is not None:
                 return int(made)
-            row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).one()  # another writer made it
+            row = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})  # another writer made it
         if row[2] < now - UPDATED_AT_SLACK:
-            await conn.execute(text(queries.STAMP_SESSION), {"now": now, "id": row[0]})
+            await pg.fetch(conn, queries.STAMP_SESSION, {"now": now, "id": row[0]})
         return int(row[0])
 
     # -- Storage ----------------------------------------------------------------------------
@@ -550,9 +515,9 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         parent = opened_from(stream_id, context)
         row = event_row(self.codec, event)
 
-        async def append(engine: AsyncEngine) -> None:
+        async def append(pool: Pool) -> None:
             appenders = self._appenders
-            assert appenders is not None  # made with the engine, dropped only once no write is under way
+            assert appenders is not None  # made with the pool, dropped only once no write is under way
             values = (
                 row["type"],
                 row["payload"],
@@ -566,26 +531,26 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
                 if await appenders.append(sid, values):
                     return
             except _Lost as lost:
-                return await self._settle(engine, stream_id, parent, row, lost.at)
+                return await self._settle(pool, stream_id, parent, row, lost.at)
             except _DB_ERRORS as exc:
                 raise pg.from_postgres(exc, self._url) from exc
 
             # Another writer of this session committed meanwhile, or holds its row: lock, then append.
             now = _now()
 
-            async def the_long_way(conn: AsyncConnection) -> None:
+            async def the_long_way(conn: Any) -> None:
                 row_id = await self._lock_session(conn, stream_id, parent, now)
-                await conn.execute(text(queries.APPEND_EVENT), {**row, "id": row_id, "now": now})
+                await pg.fetch(conn, queries.APPEND_EVENT, {**row, "id": row_id, "now": now})
 
             try:
-                await self._transaction(engine, the_long_way)
+                await self._transaction(pool, the_long_way)
             except DatabaseUnavailableError:
-                await self._settle(engine, stream_id, parent, row, now)
+                await self._settle(pool, stream_id, parent, row, now)
 
         await self._guarded(append)
 
     async def _settle(
-        self, engine: AsyncEngine, stream_id: StreamId, parent: StreamId | None, row: dict[str, Any], at: datetime
+        self, pool: Pool, stream_id: StreamId, parent: StreamId | None, row: dict[str, Any], at: datetime
     ) -> None:
         """Finish an append whose connection was lost after it was sent (the server ended or failed over): it may
         have committed, so it is never simply sent again, which could store it twice. Once a primary answers, in
@@ -598,17 +563,17 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         deadline = time.monotonic() + self.reconnect_timeout
         params = {**row, "now": at}
 
-        async def settle(conn: AsyncConnection) -> bool:
-            locked = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
-            if locked is not None and (await conn.execute(text(LANDED), {**params, "id": locked[0]})).first():
+        async def settle(conn: Any) -> bool:
+            locked = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})
+            if locked is not None and await pg.fetchrow(conn, LANDED, {**params, "id": locked[0]}):
                 return True  # stored, whoever holds the session now
             row_id = await self._lock_session(conn, stream_id, parent, _now())
-            await conn.execute(text(queries.APPEND_EVENT), {**params, "id": row_id})
+            await pg.fetch(conn, queries.APPEND_EVENT, {**params, "id": row_id})
             return False
 
         while True:
             try:
-                landed = await self._transaction(engine, settle)
+                landed = await self._transaction(pool, settle)
             except DatabaseUnavailableError as exc:
                 if time.monotonic() > deadline:
                     unknown = f"{exc}; the append to session {sid} may or may not be stored"
@@ -633,15 +598,16 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         if last == 0:
             return []
 
-        async def read(conn: AsyncConnection) -> list[tuple[str, str]]:
+        async def read(conn: Any) -> list[Any]:
             if last is not None:
-                window = await conn.execute(text(queries.RECENT_EVENTS), {"sid": sid, "last": last})
-                return [(str(t), str(p)) for t, p in window]
-            rows = (await conn.execute(text(queries.HISTORY), {"sid": sid})).all()
-            return [(str(r[2]), str(r[3])) for r in rows if r[2] is not None]
+                return await pg.fetch(conn, queries.RECENT_EVENTS, {"sid": sid, "last": last})
+            return await pg.fetch(conn, queries.HISTORY, {"sid": sid})
 
         decode = self.codec.decode
-        return [decode(type_name, payload) for type_name, payload in await self._read_async(read)]
+        rows = await self._read_async(read)
+        if last is not None:
+            return [decode(type_name, payload) for type_name, payload in rows]
+        return [decode(row[2], row[3]) for row in rows if row[2] is not None]
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
@@ -650,16 +616,14 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
         rewrite = Rewrite(self.codec, events, eager=True)
 
-        async def work(conn: AsyncConnection) -> None:
+        async def work(conn: Any) -> None:
             now = _now()
             row_id = await self._lock_session(conn, stream_id, parent, now)
-            stored = [(str(t), str(p)) for t, p in await conn.execute(text(queries.STORED_EVENTS), {"id": row_id})]
+            stored = [(t, p) for t, p in await pg.fetch(conn, queries.STORED_EVENTS, {"id": row_id})]
             keep = rewrite.unchanged(stored)
             if keep < len(stored):
-                await conn.execute(text(queries.DELETE_EVENTS_FROM), {"id": row_id, "position": keep})
-            rows = list(rewrite.rows(row_id, keep, now))
-            if rows:
-                await conn.execute(text(queries.INSERT_EVENT), rows)
+                await pg.fetch(conn, queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep})
+            await pg.executemany(conn, queries.INSERT_EVENT, list(rewrite.rows(row_id, keep, now)))
 
         await self._write(work)
 
@@ -667,11 +631,11 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         """Delete the session, its subagents and all their events."""
         sid = session_id_of(stream_id)
 
-        async def work(conn: AsyncConnection) -> None:
-            row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+        async def work(conn: Any) -> None:
+            row = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})
             if row is not None:
                 await self._refuse_held(conn, int(row[0]), sid)
-            await conn.execute(text(queries.DELETE_SESSION), {"sid": sid})
+            await pg.fetch(conn, queries.DELETE_SESSION, {"sid": sid})
 
         await self._write(work)
         if sid in self._held:
@@ -732,15 +696,14 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
             self._held.clear()  # a connection that was lost took its locks with it
         return self._holds
 
-    async def _refuse_held(self, conn: AsyncConnection, row_id: int, sid: str) -> None:
+    async def _refuse_held(self, conn: Any, row_id: int, sid: str) -> None:
         """Inside a write transaction, with the session's row locked: refuse if another connection holds it (a
         holder marks its hold in an update of that row, so it waits for this transaction: the answer stays
         true until the commit)."""
         if sid in self._held:
             return
-        params = {"class": PG_LOCK_CLASS, "key": pg_lock_key(row_id), "mine": self._holder_pid()}
-        if (await conn.execute(text(_HELD_BY_ANOTHER), params)).scalar():
-            marked = (await conn.execute(text(queries.HOLDER), {"sid": sid})).first()
+        if await conn.fetchval(_HELD_BY_ANOTHER, PG_LOCK_CLASS, pg_lock_key(row_id), self._holder_pid()):
+            marked = await pg.fetchrow(conn, queries.HOLDER, {"sid": sid})
             raise held_error(sid, None if marked is None else marked[1])
 
     def _holder_pid(self) -> int:

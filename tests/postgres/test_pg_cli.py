@@ -227,7 +227,7 @@ def test_logs_and_reprs_never_hold_the_password(
                 pass
     out = capsys.readouterr()
     logged = "\n".join(f"{r.getMessage()} {r.args!r} {r.exc_text or ''}" for r in caplog.records)
-    assert len(caplog.records) > 10  # SQLAlchemy's pool and engine did log, at DEBUG
+    assert "***" in out.err  # the refused logins were reported, the URL redacted
     for text in (logged, out.out, out.err):
         assert pg_server.password not in text and "wrong@" not in text
     connection_repr = repr(pgdatabase.PgConnection(None, pg_url))
