@@ -218,7 +218,10 @@ class Pool:
 
     def __init__(self, connect: Callable[[], Awaitable[Any]], size: int) -> None:
         self.connect = connect
-        self._slots: asyncio.Queue[Any] = asyncio.Queue()  # an open connection, or None: a free slot to fill
+        # An open connection, or None: a free slot to fill. Last in, first out: the connection used last (its
+        # statements prepared, its backend's caches warm) is used again, and a slot is filled only when every
+        # connection made is in use.
+        self._slots: asyncio.LifoQueue[Any] = asyncio.LifoQueue()
         for _ in range(size):
             self._slots.put_nowait(None)
 

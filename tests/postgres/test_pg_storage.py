@@ -181,3 +181,45 @@ async def test_appends_waiting_for_a_connection_share_one_statement_and_lose_not
     [(events, transactions)] = await rows(pg_url, "SELECT count(*), count(DISTINCT xmin::text) FROM events")
     assert events == len(sessions) * 2 * count
     assert transactions < events / 2, (events, transactions)
+
+
+_WITHOUT_SQLALCHEMY = """
+import asyncio, sys, uuid
+from sessionstore import EventContext, SessionStore, UserMessage
+from sessionstore.postgres import PostgresStorage
+
+async def main() -> None:
+    async with PostgresStorage(sys.argv[1]) as storage:
+        store = SessionStore(storage=storage, retain_history=True)
+        session = await store.create(cwd="/work")
+        async with session.turn():
+            await store.stream(session).send(UserMessage("hello"))
+        stream_id = uuid.uuid4()
+        for text in ("a", "b", "c"):
+            await storage.save_event(UserMessage(text), EventContext.for_stream(stream_id))
+        assert [e.content for e in await storage.get_history(stream_id)] == ["a", "b", "c"]
+        assert [e.content for e in await storage.get_history(stream_id, last=1)] == ["c"]
+        await storage.set_history(stream_id, [UserMessage("a"), UserMessage("z")])
+        assert [e.content for e in await storage.get_history(stream_id)] == ["a", "z"]
+        assert (await storage.load_session(session.stream_id)) is not None
+        assert session.stream_id.hex in [r.session_id for r in (await storage.list_sessions()).sessions]
+        await storage.drop_history(stream_id)
+        await store.aclose()
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "alembic"))
+    print(loaded)
+
+asyncio.run(main())
+"""
+
+
+def test_a_storage_at_head_reads_and_writes_without_loading_sqlalchemy(pg_url: str) -> None:
+    """Reads, appends, rewrites, holds, the catalogue: all on bare asyncpg; SQLAlchemy and Alembic are loaded only
+    to migrate a database, which one at head never needs."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_SQLALCHEMY, pg_url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
