@@ -8,7 +8,7 @@ from uuid import uuid5
 from sessionstore.postgres import PostgresStorage
 
 from . import Adapter
-from ._pg import engine_settings
+from ._pg import asyncpg_settings
 from .sessionstore_sqlite import NS, context, to_events
 
 
@@ -36,7 +36,8 @@ class Store(Adapter):
     async def read(self, key: str) -> list[Any]:
         return await self.storage.get_history(uuid5(NS, key))
 
-    pragma_source = "a pooled connection of its engine (the one every write uses)"
+    pragma_source = "a connection of its pool (the one every write but an append uses)"
 
     async def pragmas(self, key: str) -> dict[str, str]:
-        return await engine_settings(await self.storage._ready())
+        async with (await self.storage._ready()).connection() as conn:
+            return await asyncpg_settings(conn)

@@ -224,16 +224,14 @@ class Pool:
         self._slots: asyncio.LifoQueue[Any] = asyncio.LifoQueue()
         for _ in range(size):
             self._slots.put_nowait(None)
+        self.handed_out = 0  # connections asked for so far
 
     def free(self) -> bool:
         """Whether a connection (or a slot for one) is free now: :meth:`acquire` would not wait."""
         return not self._slots.empty()
 
-    def idle(self) -> int:
-        """How many connections it holds open and unused now (none until one was needed)."""
-        return sum(conn is not None for conn in self._slots._queue)  # type: ignore[attr-defined]
-
     async def acquire(self) -> Any:
+        self.handed_out += 1
         conn = await self._slots.get()
         if conn is not None and not conn.is_closed():
             return conn

@@ -36,19 +36,23 @@ MIGRATION_LOCK = 0x5E55_0000_0000_0001
 the same in every process on every host, that nothing else in sessionstore takes."""
 
 
-async def prepare(url: str, *, auto_upgrade: bool = True) -> None:
+async def prepare(url: str, *, auto_upgrade: bool = True, conn: Any = None) -> None:
     """Make the database at ``url`` a sessionstore database at :data:`HEAD` before first use.
 
     At head: two queries on a bare asyncpg connection (SQLAlchemy and Alembic are not even imported). Anything
     else is :func:`migrate`'s, in a worker thread (Alembic runs its own loop there), which builds, upgrades or
-    refuses it under the migration lock.
+    refuses it under the migration lock. ``conn``: an asyncpg connection to ask on (a storage's first, which it
+    keeps); else one is made for the question.
     """
     try:
-        conn = await connector(url, patience=0)()
-        try:
+        if conn is not None:
             revision, _ = await revision_of(conn)
-        finally:
-            await conn.close(timeout=5)
+        else:
+            conn = await connector(url, patience=0)()
+            try:
+                revision, _ = await revision_of(conn)
+            finally:
+                await conn.close(timeout=5)
     except StorageError:
         raise
     except Exception as exc:

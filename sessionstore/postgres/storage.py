@@ -381,17 +381,32 @@ class PostgresStorage(DurableStorage[Pool]):
         self._writes, self._orphans = set(), set()
 
     async def _open(self, loop: asyncio.AbstractEventLoop) -> Pool:
-        try:
-            await prepare(self._url, auto_upgrade=self.auto_upgrade)
-        except _DB_ERRORS as exc:
-            raise pg.from_postgres(exc, self._url) from exc
         settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
         patience = self.reconnect_timeout
         connect = pg.connector(self._url, patience=patience, server_settings=settings)
-        self._appenders = _Appenders(connect, self.pool_size, self._holder)
+        pool = Pool(connect, self.pool_size)
+        appenders = _Appenders(connect, self.pool_size, self._holder)
+
+        async def first(pool: Pool, check: bool) -> None:
+            async with pool.connection() as conn:
+                if check:
+                    await prepare(self._url, auto_upgrade=self.auto_upgrade, conn=conn)
+
+        # The schema is checked on the pool's first connection, and the appenders' first is made meanwhile: both
+        # are kept, so the first read and the first append pay no login (a TCP handshake and a SCRAM exchange).
+        failed = [
+            found
+            for found in await asyncio.gather(first(pool, True), first(appenders.pool, False), return_exceptions=True)
+            if found is not None
+        ]
+        if failed:
+            await asyncio.gather(pool.close(), appenders.close(), return_exceptions=True)
+            error = failed[0]
+            raise pg.from_postgres(error, self._url) if isinstance(error, _DB_ERRORS) else error
+        self._appenders = appenders
         if self._read_url is not None:
             self._reader = Pool(pg.connector(self._read_url, patience=patience), self.pool_size)
-        return Pool(connect, self.pool_size)
+        return pool
 
     async def _dispose(self) -> None:
         if self._writes:

@@ -8,8 +8,7 @@ from what it writes. Only the part after the line that says so is written by han
 
 The storages' writers and readers and the commands behind the command line run
 these: plain SQL with ``:named`` parameters, which ``sqlite3`` runs as it is and
-SQLAlchemy's ``text()`` runs on PostgreSQL
-(:class:`sessionstore.postgres.connect.PgConnection`). Where PostgreSQL's text
+asyncpg runs on PostgreSQL, numbered ``$n`` (:func:`sessionstore.postgres.connect.numbered`). Where PostgreSQL's text
 differs, its own is beside SQLite's as ``..._POSTGRESQL``, which names too what
 PostgreSQL alone runs. Which statements stay text, and why, is said in
 :mod:`sessionstore.schema.statements`.

@@ -3,13 +3,14 @@
 ``python -m sessionstore.schema.statements --write`` rewrites :mod:`sessionstore.schema.queries` after a model
 or a statement here changed; ``--check`` (and ``tests/test_statements.py``) fails while that file is not what
 this module would write. Only that command and the tests import this module: the storages and the commands run
-the compiled text (plain ``sqlite3``; SQLAlchemy's ``text()`` on PostgreSQL), so an append pays nothing for it
-and ``import sessionstore`` loads no SQLAlchemy.
+the compiled text (plain ``sqlite3``; asyncpg on PostgreSQL, its ``:named`` parameters numbered ``$n`` by
+``postgres.connect.numbered``), so an append pays nothing for it and neither ``import sessionstore`` nor a storage
+at head loads SQLAlchemy.
 
 A statement here is SQLAlchemy Core over the models' tables (:class:`Schema`), compiled for SQLite and for
-PostgreSQL with ``:named`` parameters, which ``sqlite3`` and ``text()`` both take. A parameter is a
-``bindparam`` and keeps its name (``:sid``); a value written in the statement (``-1``, ``LIMIT 6``, a column's
-default) is rendered as SQL by its column's type, in each database's words (``released`` is ``0`` on SQLite,
+PostgreSQL with ``:named`` parameters, which ``sqlite3`` takes and ``numbered`` turns into asyncpg's ``$n``. A
+parameter is a ``bindparam`` and keeps its name (``:sid``); a value written in the statement (``-1``,
+``LIMIT 6``, a column's default) is rendered as SQL by its column's type, in each database's words (``released`` is ``0`` on SQLite,
 ``false`` on PostgreSQL). Where PostgreSQL's text differs from SQLite's, ``queries.py`` has both, PostgreSQL's
 named ``..._POSTGRESQL`` and run by ``postgres/`` alone (a test checks); a statement one database alone runs is
 compiled for that one. The compilers' differences that are not SQL's are smoothed out: whitespace is one space,
@@ -35,7 +36,7 @@ Text, and why:
 * Elsewhere, none on the two tables: PRAGMAs and ``sqlite_master`` (``sqlite/``), the FTS5 index's own checks
   (``sqlite/backend.py``), PostgreSQL's catalogue (``postgres/``).
 * On the tables, still text: ``PostgresStorage``'s one-statement appends and holds (``postgres/storage.py``),
-  statements for asyncpg itself (``$n`` parameters, not ``text()``) around ``xmin``, ``pg_locks`` and ``unnest``,
+  statements written for asyncpg in its ``$n`` parameters around ``xmin``, ``pg_locks`` and ``unnest``,
   which the PostgreSQL tests run. Not generated yet: compiled with asyncpg's ``numeric_dollar`` paramstyle they
   could come from here too, once the rework of that file (issue 21) has settled.
 """
@@ -98,7 +99,7 @@ def _dialect(cls: type[Dialect]) -> Dialect:
     """``cls`` compiling ``:named`` parameters, with a value written in a statement rendered as SQL."""
 
     class Quiet(cls):  # type: ignore[valid-type,misc]
-        bind_typing = BindTyping.NONE  # no casts after parameters (":meta::JSON"): text() would not see them
+        bind_typing = BindTyping.NONE  # no casts after parameters (":meta::JSON"): the text stays one for both
 
     dialect = Quiet(paramstyle="named")
 
@@ -819,8 +820,7 @@ from what it writes. Only the part after the line that says so is written by han
 
 The storages' writers and readers and the commands behind the command line run
 these: plain SQL with ``:named`` parameters, which ``sqlite3`` runs as it is and
-SQLAlchemy's ``text()`` runs on PostgreSQL
-(:class:`sessionstore.postgres.connect.PgConnection`). Where PostgreSQL's text
+asyncpg runs on PostgreSQL, numbered ``$n`` (:func:`sessionstore.postgres.connect.numbered`). Where PostgreSQL's text
 differs, its own is beside SQLite's as ``..._POSTGRESQL``, which names too what
 PostgreSQL alone runs. Which statements stay text, and why, is said in
 :mod:`sessionstore.schema.statements`.
