@@ -9,13 +9,13 @@ at head loads SQLAlchemy.
 
 A statement here is SQLAlchemy Core over the models' tables (:class:`Schema`), compiled for SQLite and for
 PostgreSQL with ``:named`` parameters, which ``sqlite3`` takes and ``numbered`` turns into asyncpg's ``$n``. A
-parameter is a ``bindparam`` and keeps its name (``:sid``); a value written in the statement (``-1``,
-``LIMIT 6``, a column's default) is rendered as SQL by its column's type, in each database's words (``released`` is ``0`` on SQLite,
-``false`` on PostgreSQL). Where PostgreSQL's text differs from SQLite's, ``queries.py`` has both, PostgreSQL's
-named ``..._POSTGRESQL`` and run by ``postgres/`` alone (a test checks); a statement one database alone runs is
-compiled for that one. The compilers' differences that are not SQL's are smoothed out: whitespace is one space,
-``RETURNING`` names its columns unqualified (as SQLite requires), and a ``LIMIT`` gets no ``OFFSET 0``. So the
-statements the commands run through one function on either database are one text.
+parameter is a ``bindparam`` and keeps its name (``:sid``); a value written in the statement (``-1``, ``LIMIT 6``,
+a column's default) is rendered as SQL by its column's type, in each database's words (``released`` is ``0`` on
+SQLite, ``false`` on PostgreSQL). Where PostgreSQL's text differs from SQLite's, ``queries.py`` has both,
+PostgreSQL's named ``..._POSTGRESQL`` and run by ``postgres/`` alone (a test checks); a statement one database
+alone runs is compiled for that one. The compilers' differences that are not SQL's are smoothed out: whitespace is
+one space, ``RETURNING`` names its columns unqualified (as SQLite requires), and a ``LIMIT`` gets no ``OFFSET 0``.
+So the statements the commands run through one function on either database are one text.
 
 The views (``session_overview``, ``transcript``), the full-text index (``events_fts``) and its mark
 (``events_fts_progress``) are not models: each revision that makes one writes its SQL (``migrations/``), as
