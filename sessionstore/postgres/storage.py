@@ -498,9 +498,7 @@ class PostgresStorage(DurableStorage[Pool]):
 
     # -- inside a write transaction -------------------------------------------------------
 
-    async def _lock_session(
-        self, conn: Any, stream_id: StreamId, parent: StreamId | None, now: datetime
-    ) -> int:
+    async def _lock_session(self, conn: Any, stream_id: StreamId, parent: StreamId | None, now: datetime) -> int:
         """The session's row id, its row locked until the transaction ends (made if missing, under ``parent``'s
         row, which must exist); stamps ``updated_at``. :class:`SessionHeldError` if another connection holds it."""
         sid = stream_id.hex
