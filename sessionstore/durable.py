@@ -40,7 +40,7 @@ RETENTION_EVERY = 60.0
 pass reads the policy (one row), then removes the stale sessions no live process holds, one per transaction,
 as the storage's background work (after the writes waiting: on SQLite, behind them in the write lane)."""
 RETENTION_BATCH = 64
-"""Stale sessions one pass removes at most (the next pass takes the next ones)."""
+"""Stale sessions a pass reads at a time (each then removed in a transaction of its own)."""
 
 T = TypeVar("T")
 
@@ -242,13 +242,18 @@ class DurableStorage(Generic[Opened]):
             return []
         cutoff = cutoff_of(max_age, datetime.now(UTC))
         removed: list[str] = []
-        mark = 0
-        for row_id, sid, _ in await self._read(stale_sessions, cutoff, RETENTION_BATCH):
-            if self._retire.is_set():
-                break
-            gone, mark = await self._remove_stale(row_id, sid, cutoff)
-            if gone:
-                removed.append(sid)
+        mark, more = 0, True
+        while more and not self._retire.is_set():
+            found = await self._read(stale_sessions, cutoff, RETENTION_BATCH)
+            before = len(removed)
+            for row_id, sid, _ in found:
+                if self._retire.is_set():
+                    break
+                gone, mark = await self._remove_stale(row_id, sid, cutoff)
+                if gone:
+                    removed.append(sid)
+            # A full batch that removed something: read the next (a batch of held sessions alone ends the pass).
+            more = len(found) == RETENTION_BATCH and len(removed) > before
         if removed:
             await self._removed(mark)
         return removed

@@ -350,9 +350,7 @@ def _parent_line(obj: dict[str, Any]) -> str | None:
     return parent
 
 
-def _event_line(
-    obj: dict[str, Any], session: _ImportSession | None, version: int
-) -> tuple[Any, ...]:
+def _event_line(obj: dict[str, Any], session: _ImportSession | None, version: int) -> tuple[Any, ...]:
     extra = set(obj) - _EVENT_FIELDS
     if extra:
         raise _BadLine(f"unknown event fields {sorted(extra)}")
