@@ -690,16 +690,18 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
     async def _remove_stale(self, row_id: int, sid: str, cutoff: str) -> tuple[bool, int]:
         if sid in self._held:
             return False, 0
-        params = pg.bind({"id": row_id, "cutoff": cutoff})
+        stale_before = pg.bind({"cutoff": cutoff})["cutoff"]
 
         async def work(conn: AsyncConnection) -> bool:
             # The row locked first: a holder marks its hold in an update of it, so the answer holds to the commit.
-            if (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first() is None:
-                return False
+            found = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
+            if found is None or found[2] >= stale_before:
+                return False  # gone, or written to since it was found
             held = {"class": PG_LOCK_CLASS, "key": pg_lock_key(row_id), "mine": self._holder_pid()}
             if (await conn.execute(text(_HELD_BY_ANOTHER), held)).scalar():
                 return False
-            return bool((await conn.execute(text(queries.DELETE_STALE), params)).rowcount)
+            await conn.execute(text(queries.DELETE_SESSION), {"sid": sid})
+            return True
 
         return await self._write(work), 0
 

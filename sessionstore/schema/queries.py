@@ -24,7 +24,6 @@ __all__ = [
     "DATABASE_SIZE_POSTGRESQL",
     "DELETE_EVENTS_FROM",
     "DELETE_SESSION",
-    "DELETE_STALE",
     "DROP_SETTING",
     "EVENTS_OF",
     "EVENT_ID_RANGE",
@@ -386,10 +385,16 @@ TOTAL_USAGE = (
     "coalesce_5 FROM events WHERE events.input_tokens IS NOT NULL"
 )
 
-# A session's tokens turn by turn, as the usage view numbers turns (one at each user message).
+# A session's tokens turn by turn, turns numbered as the usage view numbers them (a turn begins at a user message; 0 is
+# what came before the first), over this session's events alone (the view numbers every session's).
 TURN_USAGE = (
-    "SELECT usage.turn, usage.usage_events, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, "
-    "usage.cache_write_tokens, usage.reasoning_tokens FROM usage WHERE usage.session_id = :sid ORDER BY usage.turn"
+    "SELECT u.turn, count(*) AS count_1, sum(u.input_tokens) AS sum_1, sum(u.output_tokens) AS sum_2, "
+    "sum(u.cache_read_tokens) AS sum_3, sum(u.cache_write_tokens) AS sum_4, sum(u.reasoning_tokens) AS sum_5 FROM "
+    "(SELECT events.input_tokens AS input_tokens, events.output_tokens AS output_tokens, events.cache_read_tokens AS "
+    "cache_read_tokens, events.cache_write_tokens AS cache_write_tokens, events.reasoning_tokens AS reasoning_tokens, "
+    "sum(CASE WHEN (events.role = 'user') THEN 1 ELSE 0 END) OVER (ORDER BY events.position) AS turn FROM events WHERE "
+    "events.session = (SELECT sessions.id FROM sessions WHERE sessions.session_id = :sid)) AS u WHERE u.input_tokens "
+    "IS NOT NULL GROUP BY u.turn ORDER BY u.turn"
 )
 
 # A setting of the database (the retention policy: its age in seconds).
@@ -408,10 +413,6 @@ STALE_SESSIONS = (
     "SELECT sessions.id, sessions.session_id, sessions.updated_at FROM sessions WHERE sessions.parent IS NULL AND "
     "sessions.updated_at < :cutoff ORDER BY sessions.updated_at, sessions.id LIMIT :limit"
 )
-
-# One session removed by retention if it is still stale (written to since it was found, it stays); its subagents and
-# events go with it.
-DELETE_STALE = "DELETE FROM sessions WHERE sessions.id = :id AND sessions.updated_at < :cutoff"
 
 # When retention finds something next: the last update of the oldest session of its own not stale yet.
 NEXT_STALE = (

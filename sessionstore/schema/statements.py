@@ -321,6 +321,22 @@ def _usage(t: Schema) -> Any:
     )
 
 
+def _turn_usage(t: Schema) -> Any:
+    e = t.events
+    turn = func.sum(case((e.c.role == "user", 1), else_=0)).over(order_by=e.c.position)
+    numbered = (
+        select(*(e.c[name] for name in TOKENS), turn.label("turn"))
+        .where(e.c.session == select(t.sessions.c.id).where(_sid(t.sessions)).scalar_subquery())
+        .subquery("u")
+    )
+    return (
+        select(numbered.c.turn, func.count(), *(func.sum(numbered.c[name]) for name in TOKENS))
+        .where(numbered.c.input_tokens.is_not(None))
+        .group_by(numbered.c.turn)
+        .order_by(numbered.c.turn)
+    )
+
+
 def _parent_of(t: Schema) -> Any:
     s, p = t.sessions.alias("s"), t.sessions.alias("p")
     return select(p.c.session_id).select_from(s.join(p, p.c.id == s.c.parent)).where(_sid(s))
@@ -794,12 +810,10 @@ STATEMENTS: list[Statement | Alias | Section] = [
     Statement("TOTAL_USAGE", "Every session's tokens (stats).", lambda t: _usage(t)),
     Statement(
         "TURN_USAGE",
-        "A session's tokens turn by turn, as the usage view numbers turns (one at each user message).",
-        lambda t: (
-            select(*(USAGE_VIEW.c[name] for name in ("turn", "usage_events", *TOKENS)))
-            .where(USAGE_VIEW.c.session_id == bindparam("sid"))
-            .order_by(USAGE_VIEW.c.turn)
-        ),
+        "A session's tokens turn by turn, turns numbered as the usage view numbers them (a turn begins at a user"
+        " message; 0 is what came before the first), over this session's events alone (the view numbers every"
+        " session's).",
+        _turn_usage,
     ),
     Statement(
         "SETTING",
@@ -824,14 +838,6 @@ STATEMENTS: list[Statement | Alias | Section] = [
             .where(t.sessions.c.parent.is_(None), t.sessions.c.updated_at < bindparam("cutoff"))
             .order_by(t.sessions.c.updated_at, t.sessions.c.id)
             .limit(bindparam("limit"))
-        ),
-    ),
-    Statement(
-        "DELETE_STALE",
-        "One session removed by retention if it is still stale (written to since it was found, it stays); its"
-        " subagents and events go with it.",
-        lambda t: delete(t.sessions).where(
-            t.sessions.c.id == bindparam("id"), t.sessions.c.updated_at < bindparam("cutoff")
         ),
     ),
     Statement(

@@ -629,10 +629,10 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         def work(conn: sqlite3.Connection) -> tuple[tuple[bool, int], Callable[[], None] | None]:
             size_unknown()  # every event of the session, overwritten
             # Asked inside the write transaction: a holder marks its hold in a write of its own, after its lock.
-            if self._held(row_id):
-                return (False, 0), None
-            if not conn.execute(queries.DELETE_STALE, {"id": row_id, "cutoff": cutoff}).rowcount:
-                return (False, 0), None  # written to since it was found, or gone
+            found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
+            if found is None or found[2] >= cutoff or self._held(row_id):
+                return (False, 0), None  # gone, written to since it was found, or held
+            conn.execute(queries.DELETE_SESSION, {"sid": sid})
             return (True, mark_deleted(conn)), lambda: self._cache_drop(sid)
 
         return await self._submit(work, background=True)

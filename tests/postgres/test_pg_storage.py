@@ -8,8 +8,9 @@ import asyncio
 from typing import Any
 from uuid import UUID, uuid4
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import pytest
+import sqlalchemy  # type: ignore[import-untyped]
 from pg_server import PostgresServer
 
 from sessionstore import (
@@ -126,9 +127,16 @@ async def test_an_append_that_waited_for_another_writer_lands_right_after_it(pg_
     position nor leave a gap. It appends the long way instead (lock, then position): the engine's pool is used."""
     stream_id = uuid4()
     async with PostgresStorage(pg_url) as storage:
+        assert storage._opened is not None
+        checkouts: list[object] = []  # of the engine's pool (the retention pass at open reads through it)
+        pool = storage._opened.sync_engine.pool
+        sqlalchemy.event.listen(pool, "checkout", lambda *_: checkouts.append(1))
+        while not checkouts or pool.checkedout():  # the pass at open has read the policy, and is done
+            await asyncio.sleep(0.01)
+        checkouts.clear()
         for text in ("e0", "e1", "e2"):
             await storage.save_event(UserMessage(text), EventContext.for_stream(stream_id))
-        assert storage._opened is not None and storage._opened.sync_engine.pool.checkedin() == 0  # one statement
+        assert checkouts == []  # one statement each, on the storage's own connections
         other = await asyncpg.connect(pg_url.replace("+asyncpg", ""))
         try:
             async with other.transaction():
