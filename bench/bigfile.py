@@ -24,6 +24,11 @@ from sessionstore.sqlite.migrate import prepare
 from sessionstore.sqlite.search import index_new_events
 from sessionstore.storage import utc_text
 
+# The token columns of revision 0010, NULL: what an event without usage binds (a commit before it ignores them).
+NO_TOKENS: dict[str, None] = dict.fromkeys(
+    ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+)
+
 WORDS = (
     "the agent reads file writes patch runs tests session store commit durable sqlite event history model user "
     "tool call result error retry queue batch write ahead log page cache index query json payload stream turn"
@@ -78,6 +83,7 @@ def build(path: Path, sessions: int, events: int, seed: int = 1) -> None:
             rows.append(
                 {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": when}
                 | {"role": role, "text": None if text_path else text, "text_path": text_path}
+                | NO_TOKENS
             )
         conn.executemany(queries.INSERT_EVENT, rows)
         if number % 5000 == 4999:

@@ -20,6 +20,11 @@ from uuid import UUID, uuid4
 from sessionstore import EventContext, ModelMessage, SQLiteStorage
 from sessionstore.schema import queries
 
+# The token columns of revision 0010, NULL: what an event without usage binds (a commit before it ignores them).
+NO_TOKENS: dict[str, None] = dict.fromkeys(
+    ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+)
+
 PAYLOAD = '{"content":"' + " ".join(f"word{i % 50}" for i in range(120)) + '"}'
 
 
@@ -48,7 +53,8 @@ def per_commit_us(drop: list[str], commits: int = 1000) -> float:
         conn.execute(
             queries.APPEND_EVENT,
             {"id": row_id, "type": "model_message", "payload": PAYLOAD, "now": now}
-            | {"role": "assistant", "text": None, "text_path": "$.content"},
+            | {"role": "assistant", "text": None, "text_path": "$.content"}
+            | NO_TOKENS,
         )
         conn.execute("COMMIT")
     conn.close()

@@ -38,9 +38,15 @@ from sessionstore import EventContext, ModelMessage, SQLiteStorage
 from sessionstore.schema import queries
 from sessionstore.sqlite.migrate import prepare
 
+# The token columns of revision 0010, NULL: what an event without usage binds (a commit before it ignores them).
+NO_TOKENS: dict[str, None] = dict.fromkeys(
+    ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+)
+
 PAYLOAD = '{"content":"' + " ".join(f"word{i % 50}" for i in range(60)) + '"}'
 NOW = "2026-01-01 00:00:00.000000"
 ROW = {"type": "model_message", "payload": PAYLOAD, "role": "assistant", "text": None, "text_path": "$.content"}
+ROW |= NO_TOKENS  # revision 0010's columns
 
 
 def new_file() -> tuple[Path, UUID]:

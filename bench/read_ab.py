@@ -84,7 +84,7 @@ def reader_settings(conn: sqlite3.Connection) -> dict[str, str]:
 
 
 class _Learnt(Exception):
-    """Raised by the first pass of a one-statement read once its statement is known."""
+    """Raised by a pass of a read at the first statement whose rows are not fetched yet."""
 
 
 class _Rows(list[Any]):
@@ -95,37 +95,38 @@ class _Rows(list[Any]):
         return self[0] if self else None
 
 
-class _OneStatement:
-    """Stands in for the connection of a read that runs one statement (``load_session``, ``session_page``):
-    the first pass learns the statement and stops; the second hands back the rows aiosqlite fetched for it, so
-    the records are built by the storage's own functions (on the event loop's thread, as with aiosqlite's API)."""
+class _Statements:
+    """Stands in for the connection of a read of a few statements (``load_session``; ``session_page``, a page and
+    each record's usage): a pass stops at the first statement whose rows aiosqlite has not fetched yet, the
+    rows are fetched (one round trip, as aiosqlite's API costs), and the read runs again; the last pass builds
+    the records by the storage's own functions (on the event loop's thread, as with aiosqlite's API)."""
 
     in_transaction = False
 
-    def __init__(self, rows: list[Any] | None = None) -> None:
-        self.rows = rows
+    def __init__(self) -> None:
+        self.fetched: dict[tuple[str, str], list[Any]] = {}
         self.statement: tuple[str, Any] | None = None
 
     def execute(self, sql: str, parameters: Any = ()) -> _Rows:
-        if self.rows is None:
+        key = (sql, repr(parameters))
+        if key not in self.fetched:
             self.statement = (sql, parameters)
             raise _Learnt
-        return _Rows(self.rows)
+        return _Rows(self.fetched[key])
 
     def executemany(self, sql: str, parameters: Any) -> Any:
         raise AssertionError("a read does not write")
 
 
 async def one_statement(conn: aiosqlite.Connection, read: Callable[..., T], *args: Any) -> T:
-    learner = _OneStatement()
-    try:
-        read(learner, *args)
-    except _Learnt:
-        pass
-    if learner.statement is None:  # answered without a statement
-        return read(learner, *args)
-    rows = await conn.execute_fetchall(*learner.statement)
-    return read(_OneStatement(list(rows)), *args)
+    learner = _Statements()
+    while True:
+        try:
+            return read(learner, *args)
+        except _Learnt:
+            assert learner.statement is not None
+            sql, parameters = learner.statement
+            learner.fetched[(sql, repr(parameters))] = list(await conn.execute_fetchall(sql, parameters))
 
 
 async def history_by_statements(

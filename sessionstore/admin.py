@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from .backend import Backend, command
 from .errors import SessionHeldError, UsageError
-from .reads import CheckReport, Connection, iter_sessions, parent_of, resolve, resolve_all
+from .reads import RETENTION, CheckReport, Connection, iter_sessions, parent_of, resolve, resolve_all, retention_setting
 from .schema import queries
 from .schema.revisions import HEAD
 from .storage import SessionRecord, storable_text, utc_text
@@ -32,6 +32,7 @@ __all__ = [
     "parse_age",
     "prune",
     "refuse_held",
+    "set_retention",
     "set_title",
 ]
 
@@ -166,6 +167,16 @@ def set_title(backend: Backend, prefix: str, title: str | None) -> str:
         sid = resolve(conn, prefix)
         conn.execute(queries.SET_TITLE, {"sid": sid, "title": title})
         return sid
+
+
+@command
+def set_retention(backend: Backend, max_age: timedelta | None) -> None:
+    """``sessionstore retention set AGE`` (``off``: ``None``): the policy every storage open on the database
+    applies in the background, removing what ``prune --older-than AGE --yes`` would (sessions of their own not
+    updated for ``max_age`` that no live process holds)."""
+    params = {"name": RETENTION} if max_age is None else retention_setting(max_age)
+    with backend.writable() as conn, backend.transaction(conn):
+        conn.execute(queries.DROP_SETTING if max_age is None else queries.PUT_SETTING, params)
 
 
 @command

@@ -33,8 +33,10 @@ from typing import Any, NoReturn, TextIO
 
 from . import datasette, records
 from .backend import Backend, open_backend
+from .durable import RETENTION_EVERY
 from .errors import DatabaseNotFoundError, StorageError, UsageError
-from .reads import SearchHit, StoredEvent, StoredSession
+from .events import Tokens
+from .reads import Forecast, SearchHit, StoredEvent, StoredSession, usage_json
 from .schema.revisions import upgrade_command
 from .storage import SessionRecord, shown_time
 
@@ -208,6 +210,10 @@ def print_transcript(stored: StoredSession, held: dict[str, str], *, everything:
     out.line(f"cwd      {summary.cwd}")
     out.line(f"created  {shown_time(summary.created_at)}   updated {shown_time(summary.updated_at)}   {state}")
     out.line(f"events   {summary.events}")
+    if stored.usage.events:
+        out.line(f"tokens   {_tokens_text(stored.usage.tokens)}")
+        for turn, _, tokens in stored.usage.turns:
+            out.line(f"  turn {turn:<4} {_tokens_text(tokens)}")
     if stored.subagents:
         out.line(f"subagents {_subagent_count(stored)} (each shown where it started, indented)")
     out.gap()
@@ -253,6 +259,30 @@ def _print_subagent(out: _Lines, stored: StoredSession, everything: bool, margin
     out.gap()
 
 
+def _tokens_text(tokens: Tokens) -> str:
+    """Tokens for people: the total, then each kind that is not 0."""
+    kinds = [(tokens.input, "in"), (tokens.output, "out"), (tokens.cache_read, "cache read")]
+    kinds += [(tokens.cache_write, "cache write"), (tokens.reasoning, "reasoning")]
+    return f"{tokens.total:,} ({', '.join(f'{n:,} {what}' for n, what in kinds if n)})" if tokens.total else "0"
+
+
+def _forecast_text(coming: Forecast) -> list[str]:
+    """What the retention policy removes next, in lines."""
+    age = _age_text(coming.max_age)
+    lines = [f"retention {age}: sessions not updated for {age} that no live process holds are removed"]
+    if coming.due:
+        oldest = shown_time(coming.oldest_due, seconds=False) if coming.oldest_due else "?"
+        noun = f"{coming.due} session{'s' * (coming.due != 1)}"
+        lines.append(
+            f"  next pass (within {RETENTION_EVERY:.0f}s of an open storage): {noun}, the oldest updated {oldest}"
+        )
+    else:
+        lines.append("  nothing is due now")
+    if coming.next_at is not None:
+        lines.append(f"  the next comes due {shown_time(coming.next_at, seconds=False)}")
+    return lines
+
+
 # -- commands -----------------------------------------------------------------------------------------
 
 
@@ -271,6 +301,7 @@ def _record_json(record: SessionRecord, held: dict[str, str]) -> dict[str, Any]:
         "held_by": held.get(record.session_id),
         "parent_id": record.parent_id,
         "events": record.events,
+        "usage": None if record.usage is None else usage_json(record.usage),
     }
 
 
@@ -278,6 +309,7 @@ def _session_json(stored: StoredSession, held: dict[str, str]) -> dict[str, Any]
     """``show --json``: the session, its events, and its subagents in the same shape, oldest first."""
     return {
         "session": _record_json(stored.record, held),
+        "usage": stored.usage.to_json(),
         "events": [e.to_json() for e in stored.events],
         "subagents": [_session_json(subagent, held) for subagent in stored.subagents],
     }
@@ -294,15 +326,22 @@ def cmd_list(args: argparse.Namespace) -> int:
             separator = ",\n  "
         sys.stdout.write("[]\n" if separator.startswith("[") else "\n]\n")
         return 0
-    rows = [["ID", "UPDATED", "EVENTS", "CWD", "TITLE"]]
+    rows = [["ID", "UPDATED", "EVENTS", "TOKENS", "CWD", "TITLE"]]
     rows += [
-        [s.session_id[:SHORT_ID], shown_time(s.updated_at, seconds=False), str(s.events), s.cwd, s.title or ""]
+        [
+            s.session_id[:SHORT_ID],
+            shown_time(s.updated_at, seconds=False),
+            str(s.events),
+            f"{s.usage.total:,}" if s.usage else "",
+            s.cwd,
+            s.title or "",
+        ]
         for s in sessions
     ]
     if len(rows) == 1:
         print("no sessions" + (f" in {args.cwd}" if args.cwd else ""), file=sys.stderr)
         return 0
-    _table(rows, right=(2,))
+    _table(rows, right=(2, 3))
     return 0
 
 
@@ -448,6 +487,24 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"events    {result.events}")
     for name, count in result.event_types.items():
         print(f"  {name:<20} {count:>8}")
+    print(f"tokens    {_tokens_text(result.usage.tokens)}")
+    for line in _forecast_text(result.retention) if result.retention is not None else ["retention off"]:
+        print(line)
+    return 0
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    from . import admin
+
+    if args.action == "set":
+        admin.set_retention(args.db, args.age)
+    elif args.action == "off":
+        admin.set_retention(args.db, None)
+    coming = records.retention(args.db)
+    if args.json:
+        _print_json(None if coming is None else coming.to_json())
+    else:
+        print("\n".join(_forecast_text(coming)) if coming is not None else "retention off")
     return 0
 
 
@@ -599,6 +656,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("stats", cmd_stats, "counts, file size and schema revision")
     p.add_argument("--json", action="store_true", help="JSON output")
+
+    p = command("retention", cmd_retention, "the age past which storages remove unheld sessions on their own")
+    action = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    setting = action.add_parser("set", parents=[common], help="set it: e.g. 30d (s, m, h, d, w)")
+    setting.add_argument("age", type=_age, metavar="AGE")
+    for name, what in (("show", "the policy and what it removes next"), ("off", "remove the policy")):
+        action.add_parser(name, parents=[common], help=what)
+    for parser_ in (p, *action.choices.values()):
+        parser_.add_argument("--json", action="store_true", help="JSON output", default=argparse.SUPPRESS)
+    p.set_defaults(json=False)
 
     p = command("check", cmd_check, "integrity, foreign keys, schema revision, views and the search index")
     p.add_argument("--repair", action="store_true", help="put back altered views and triggers, rebuild the index")

@@ -38,6 +38,8 @@ from .events import (
     EventTypes,
     ModelMessage,
     SystemMessage,
+    Tokens,
+    TokenUsage,
     ToolCall,
     ToolResult,
     UnknownEvent,
@@ -47,12 +49,15 @@ from .events import (
 
 __all__ = [
     "ROLES",
+    "TOKEN_COLUMNS",
     "Codec",
     "Description",
     "JsonCodec",
+    "Tokens",
     "call_text",
     "decode_all",
     "describe_row",
+    "token_columns",
     "legacy_description",
     "payload_text",
 ]
@@ -87,6 +92,10 @@ class Codec(Protocol):
         accepted too.
         """
         ...
+
+    # Optional (a codec without it stores no usage): ``tokens(event) -> Tokens | None``, the tokens a usage event
+    # says were spent, stored beside it (``events.input_tokens``...) so SQL adds them up; ``None`` for any other
+    # event. A method of its own rather than a fourth field of Description, whose three are unpacked as they are.
 
 
 ROLES = ("user", "assistant", "system", "tool_call", "tool")
@@ -321,6 +330,9 @@ class JsonCodec:
         except (_Undecodable, ValueError, TypeError, RecursionError) as exc:
             return UnknownEvent(stored_type=type_name, payload=payload, reason=str(exc))
 
+    def tokens(self, event: Any) -> Tokens | None:
+        return event.tokens if isinstance(event, TokenUsage) else None
+
     def describe(self, event: Any) -> Description:
         if isinstance(event, (UserMessage, ModelMessage, SystemMessage)):
             return _content(_MESSAGE_ROLES[type(event)], event.content)
@@ -331,13 +343,38 @@ class JsonCodec:
         return Description(None, None)
 
 
-def describe_row(codec: Codec, event: Any) -> dict[str, str | None]:
-    """The event's role, text and text_path columns, from the codec's description.
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+"""The columns of :class:`~sessionstore.events.Tokens`' fields, in its order (revision 0010)."""
+_NO_TOKENS: dict[str, int | None] = dict.fromkeys(TOKEN_COLUMNS)
+
+
+def token_columns(codec: Codec, event: Any) -> dict[str, int | None]:
+    """The event's token columns: what the codec's ``tokens`` says, all ``None`` when it says nothing (or has no
+    ``tokens``). Counts are whole and not negative: anything else is :class:`EventEncodeError`."""
+    tokens = getattr(codec, "tokens", None)
+    said = None if tokens is None else tokens(event)
+    if said is None:
+        return _NO_TOKENS
+    values = tuple(said)
+    if len(values) != len(TOKEN_COLUMNS) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 for v in values
+    ):
+        raise EventEncodeError(
+            f"{type(codec).__name__}.tokens gave {said!r} for a {type(event).__name__}: five whole numbers of tokens"
+            " from 0 to 2**31 - 1 (sessionstore.Tokens) are stored"
+        )
+    return dict(zip(TOKEN_COLUMNS, values, strict=True))
+
+
+def describe_row(codec: Codec, event: Any) -> dict[str, str | int | None]:
+    """The event's role, text and text_path columns, from the codec's description, and its token columns
+    (:func:`token_columns`).
 
     The text is stored only where no path says where it is in the payload; text
     that UTF-8 cannot hold (lone surrogates) is stored with replacement
     characters: it is for reading and searching, the payload keeps it exactly.
     """
+    counted = token_columns(codec, event)
     role, text, *rest = codec.describe(event)
     path = rest[0] if rest else None
     if path is not None:
@@ -346,10 +383,10 @@ def describe_row(codec: Codec, event: Any) -> dict[str, str | None]:
                 f"{type(codec).__name__}.describe gave the text path {path!r} for a {type(event).__name__}:"
                 " not a JSON path such as $.content"
             )
-        return {"role": role, "text": None, "text_path": path}
+        return {"role": role, "text": None, "text_path": path, **counted}
     if text is not None and not text.isascii():
         text = text.encode("utf-8", "replace").decode("utf-8")
-    return {"role": role, "text": text, "text_path": None}
+    return {"role": role, "text": text, "text_path": None, **counted}
 
 
 def decode_all(codec: Codec, rows: Iterable[tuple[str, str]]) -> list[Any]:

@@ -10,13 +10,15 @@ it talks to its database: how it opens and closes, how a read and a write run, a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Self, TypeVar
 
 from .codec import Codec, JsonCodec, describe_row
 from .errors import StorageError
-from .reads import load_session, session_page
+from .reads import RETENTION, cutoff_of, load_session, retention_of, retention_setting, session_page, stale_sessions
 from .schema import queries
 from .storage import (
     SessionPage,
@@ -31,9 +33,18 @@ from .storage import (
     utc_text,
 )
 
-__all__ = ["DurableStorage", "Rewrite", "event_row"]
+__all__ = ["RETENTION_BATCH", "RETENTION_EVERY", "DurableStorage", "Rewrite", "event_row"]
+
+RETENTION_EVERY = 60.0
+"""Seconds between two passes of the retention policy in an open storage (the first pass comes as it opens). A
+pass reads the policy (one row), then removes the stale sessions no live process holds, one per transaction,
+as the storage's background work (after the writes waiting: on SQLite, behind them in the write lane)."""
+RETENTION_BATCH = 64
+"""Stale sessions a pass reads at a time (each then removed in a transaction of its own)."""
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 Opened = TypeVar("Opened")
 
 
@@ -131,6 +142,10 @@ class DurableStorage(Generic[Opened]):
         self._opening: asyncio.Lock | None = None
         self._guard: asyncio.Task[None] | None = None
         self._holder = holder()  # how this storage marks the sessions it holds (sessions.held_by)
+        # The retention policy, applied in the background while the storage is open (see _retain).
+        self.retention_every = RETENTION_EVERY
+        self._retaining: asyncio.Task[None] | None = None
+        self._retire = asyncio.Event()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -164,6 +179,8 @@ class DurableStorage(Generic[Opened]):
             if self._opened is None:
                 self._opened = opened = await self._open(loop)
                 self._guard = loop.create_task(self._close_with_loop(), name=f"sessionstore guard {self!r}")
+                self._retire = asyncio.Event()
+                self._retaining = loop.create_task(self._retain(), name=f"sessionstore retention {self!r}")
                 return opened
             return self._opened
 
@@ -171,6 +188,7 @@ class DurableStorage(Generic[Opened]):
         """Let the writes under way finish, then close every connection. Reopens on next use."""
         guard, self._guard = self._guard, None
         if self._loop is asyncio.get_running_loop():
+            await self._stop_retaining()
             await self._dispose()
         if guard is not None and not guard.done():
             guard.cancel()
@@ -186,6 +204,7 @@ class DurableStorage(Generic[Opened]):
             except RuntimeError:  # collected after its loop stopped: nothing left to close on
                 current = None
             if current is not None and self._guard is current:
+                await self._stop_retaining()
                 await self._dispose()
 
     def _new_loop(self) -> None:
@@ -198,6 +217,84 @@ class DurableStorage(Generic[Opened]):
     async def _dispose(self) -> None:
         """Finish the writes under way and close every connection (``_opened`` back to ``None``)."""
         raise NotImplementedError
+
+    # -- retention ------------------------------------------------------------------------------
+
+    async def set_retention(self, max_age: timedelta | None) -> None:
+        """Store the database's retention policy (``None``: off): every storage open on it (this one at once, the
+        others at their next pass) then removes the sessions of their own not updated for ``max_age`` that no live
+        process holds, with their subagents and events. :class:`~sessionstore.UsageError` below a second."""
+        if max_age is None:
+            await self._write_row(queries.DROP_SETTING, {"name": RETENTION})
+        else:
+            await self._write_row(queries.PUT_SETTING, retention_setting(max_age))
+        self._wake_retention()
+
+    async def retention(self) -> timedelta | None:
+        """The database's retention policy, or ``None`` when it has none."""
+        return await self._read(retention_of)
+
+    async def apply_retention(self) -> list[str]:
+        """One pass of the retention policy now (as the storage runs one every :data:`RETENTION_EVERY` seconds):
+        the ids of the sessions it removed."""
+        max_age = await self._read(retention_of)
+        if max_age is None:
+            return []
+        cutoff = cutoff_of(max_age, datetime.now(UTC))
+        removed: list[str] = []
+        mark, more = 0, True
+        while more and not self._retire.is_set():
+            found = await self._read(stale_sessions, cutoff, RETENTION_BATCH)
+            before = len(removed)
+            for row_id, sid, _ in found:
+                if self._retire.is_set():
+                    break
+                gone, mark = await self._remove_stale(row_id, sid, cutoff)
+                if gone:
+                    removed.append(sid)
+            # A full batch that removed something: read the next (a batch of held sessions alone ends the pass).
+            more = len(found) == RETENTION_BATCH and len(removed) > before
+        if removed:
+            await self._removed(mark)
+        return removed
+
+    async def _retain(self) -> None:
+        """Apply the policy as the storage opens and every :attr:`retention_every` seconds until it closes. A pass
+        that fails (the database busy, gone for a while) is tried again at the next."""
+        while not self._retire.is_set():
+            await self._retain_once()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._retire.wait(), self.retention_every)
+
+    def _wake_retention(self) -> None:
+        """A policy just set: apply it now rather than at the next pass."""
+        task = self._retaining
+        if task is not None and not task.done() and self._loop is not None:
+            self._loop.create_task(self._retain_once())
+
+    async def _retain_once(self) -> None:
+        try:
+            await self.apply_retention()
+        except StorageError as exc:  # the database busy or gone for a while: the next pass tries again
+            logger.info("%s: retention left for its next pass: %s", self, exc)
+        except Exception:  # never the end of the task that runs the passes
+            logger.exception("%s: a retention pass failed", self)
+
+    async def _stop_retaining(self) -> None:
+        """Let a pass under way finish the session it is removing, and stop."""
+        self._retire.set()
+        task, self._retaining = self._retaining, None
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            await asyncio.wait([task])
+
+    async def _remove_stale(self, row_id: int, sid: str, cutoff: str) -> tuple[bool, int]:
+        """Remove one stale session in a short transaction of its own, unless a live process holds it or it was
+        written to since it was found (``cutoff``: updated before it); whether it went, and (SQLite) the file's
+        mark of deleted text."""
+        raise NotImplementedError
+
+    async def _removed(self, mark: int) -> None:
+        """After a pass removed sessions: what a deletion needs done after it (SQLite: the deleted text scrubbed)."""
 
     # -- running work ---------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ Applications add their own types by subclassing :class:`BaseEvent` with a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 __all__ = [
     "BaseEvent",
@@ -23,6 +23,8 @@ __all__ = [
     "ModelMessage",
     "SystemMessage",
     "ToolCall",
+    "TokenUsage",
+    "Tokens",
     "ToolResult",
     "UnknownEvent",
     "UserMessage",
@@ -128,6 +130,54 @@ class ToolResult(BaseEvent, type_name="tool_result"):
     call_id: str
     content: Any = None
     is_error: bool = False
+
+
+class Tokens(NamedTuple):
+    """Tokens spent, by kind: what :meth:`Codec.tokens <sessionstore.codec.Codec.tokens>` says of a usage event,
+    and what a session's or a turn's usage events add up to (summed in SQL: ``events.input_tokens``...).
+
+    ``input`` counts the prompt as the provider reports it (some include the cached part, some do not),
+    ``cache_read`` and ``cache_write`` the prompt tokens read from and written to the provider's cache,
+    ``reasoning`` the thinking tokens (most providers count them in ``output`` too).
+    """
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+    @property
+    def total(self) -> int:
+        """Input and output: what a provider bills, before the cache's discounts."""
+        return self.input + self.output
+
+
+@dataclass(frozen=True)
+class TokenUsage(BaseEvent, type_name="token_usage"):
+    """Tokens a model call spent, for an application without AG2 (whose ``UsageEvent`` AG2's codec reads).
+
+    An event of its own, not a field of :class:`ModelMessage`: a call that only asks for tools, or a compaction's,
+    spends tokens with no message to carry them, and every stored message stays as it was. Not part of the
+    transcript (no role); its tokens are stored beside it, so ``list``, ``show`` and the ``usage`` view add them up.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    model: str | None = None
+
+    @property
+    def tokens(self) -> Tokens:
+        return Tokens(
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.reasoning_tokens,
+        )
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from .errors import AmbiguousSessionIdError, NoSuchSessionError
+from .errors import AmbiguousSessionIdError, NoSuchSessionError, UsageError
+from .events import Tokens
 from .schema import queries
 from .schema.revisions import HEAD
 from .storage import SessionPage, SessionRecord, check_limit, decode_cursor, page_of, stamp, utc_text
@@ -66,6 +67,8 @@ class StoredEvent:
     text: str | None = None
     # Where the text sits in the payload, when it is not stored on its own.
     text_path: str | None = None
+    # What a usage event says it spent (revision 0010); None for every other event.
+    tokens: Tokens | None = None
 
     def to_json(self) -> dict[str, Any]:
         try:
@@ -79,6 +82,73 @@ class StoredEvent:
             "role": self.role,
             "text": self.text,
             "created_at": self.created_at.isoformat(),
+            **({} if self.tokens is None else {"tokens": usage_json(self.tokens)}),
+        }
+
+
+def usage_json(tokens: Tokens, events: int | None = None) -> dict[str, int]:
+    """Tokens as ``--json`` and ACP's ``_meta`` give them: each kind, and the total (input and output)."""
+    counted = {} if events is None else {"usage_events": events}
+    return {**counted, **tokens._asdict(), "total": tokens.total}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a session (or a database) spent, summed in SQL over its usage events: ``tokens``, how many usage
+    ``events`` said so, and per turn (``turns``: the turn's number, as the ``usage`` view counts turns from the
+    first user message, its usage events and its tokens; ``show`` alone reads them)."""
+
+    tokens: Tokens = field(default_factory=Tokens)
+    events: int = 0
+    turns: list[tuple[int, int, Tokens]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = usage_json(self.tokens, self.events)
+        if self.turns:
+            out["turns"] = [{"turn": turn, **usage_json(tokens, events)} for turn, events, tokens in self.turns]
+        return out
+
+
+NO_USAGE = Usage()
+"""The usage of a database before revision 0010 (nothing was counted) and of a session that spent nothing."""
+
+
+def session_usage(conn: Connection, sid: str, *, turns: bool = False) -> Usage:
+    """A session's usage (its own usage events: a subagent's is in its own session), and with ``turns`` turn by
+    turn."""
+    events, *counts = conn.execute(queries.SESSION_USAGE, {"sid": sid}).fetchone()
+    if not events:
+        return NO_USAGE
+    by_turn = []
+    if turns:
+        for turn, calls, *kinds in conn.execute(queries.TURN_USAGE, {"sid": sid}):
+            by_turn.append((int(turn), int(calls), Tokens(*(int(n or 0) for n in kinds))))
+    return Usage(Tokens(*(int(n) for n in counts)), int(events), by_turn)
+
+
+def total_usage(conn: Connection) -> Usage:
+    """Every session's usage together (``stats``)."""
+    events, *counts = conn.execute(queries.TOTAL_USAGE).fetchone()
+    return Usage(Tokens(*(int(n) for n in counts)), int(events)) if events else NO_USAGE
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """What the retention policy removes next (``stats``): sessions of their own not updated for ``max_age`` that
+    no live process holds. ``due`` of them would go at the next pass (the oldest last updated ``oldest_due``);
+    ``next_at`` is when the next of the others comes due (None: there is none)."""
+
+    max_age: timedelta
+    due: int
+    oldest_due: datetime | None
+    next_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "max_age_seconds": int(self.max_age.total_seconds()),
+            "due": self.due,
+            "oldest_due": None if self.oldest_due is None else self.oldest_due.isoformat(),
+            "next_at": None if self.next_at is None else self.next_at.isoformat(),
         }
 
 
@@ -90,6 +160,7 @@ class StoredSession:
     record: SessionRecord
     events: list[StoredEvent]
     subagents: list[StoredSession] = field(default_factory=list)
+    usage: Usage = NO_USAGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +202,14 @@ class Stats:
     head: str = HEAD
     database: str = "sqlite"
     tables_size: int = 0
+    usage: Usage = NO_USAGE
+    retention: Forecast | None = None
 
     def to_json(self) -> dict[str, Any]:
         extra = {"database": self.database, "tables_size": self.tables_size} if self.database != "sqlite" else {}
         return {
+            "usage": self.usage.to_json(),
+            "retention": None if self.retention is None else self.retention.to_json(),
             **extra,
             "path": self.path,
             "sessions": self.sessions,
@@ -278,7 +353,12 @@ def iter_sessions(
     sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
     bound = None if limit is None else min(limit, _SQL_INT_MAX)
     for row in conn.execute(_overview(sql, current), {"cwd": cwd, "limit": bound, **params}):
-        yield record_of(row)
+        yield with_usage(conn, record_of(row)) if current else record_of(row)
+
+
+def with_usage(conn: Connection, record: SessionRecord) -> SessionRecord:
+    """``record`` with its usage (:data:`queries.SESSION_USAGE`: its own usage events, summed in SQL)."""
+    return replace(record, usage=session_usage(conn, record.session_id).tokens)
 
 
 def session_page(
@@ -309,7 +389,7 @@ def session_page(
         where=top_level,
         order="created_at",
     )
-    rows = [record_of(row) for row in conn.execute(sql, params)]
+    rows = [with_usage(conn, record_of(row)) for row in conn.execute(sql, params).fetchall()]
     return page_of(rows, limit)
 
 
@@ -387,10 +467,15 @@ def events_of(conn: Connection, sid: str, *, current: bool = True) -> list[Store
     """A session's events as stored, each with its role and text, in order."""
     if not current and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
         return _legacy_events(conn, sid)
+    tokens = {}
+    if current:  # a file before revision 0010 counted no tokens
+        for position, *counts in conn.execute(queries.EVENT_TOKENS, {"sid": sid}):
+            tokens[int(position)] = Tokens(*(int(n or 0) for n in counts))
     events = []
     for position, kind, payload, created, role, text, path in conn.execute(queries.EVENTS_OF, {"sid": sid}):
         shown = text_at(payload, path) if path is not None else text
-        events.append(StoredEvent(int(position), str(kind), str(payload), stamp(created), role, shown, path))
+        event = StoredEvent(int(position), str(kind), str(payload), stamp(created), role, shown, path)
+        events.append(replace(event, tokens=tokens[event.position]) if event.position in tokens else event)
     return events
 
 
@@ -412,4 +497,53 @@ def stored_session(conn: Connection, sid: str, current: bool, seen: set[str]) ->
     (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
     children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
     subagents = [stored_session(conn, child, current, seen) for child in children if child not in seen]
-    return StoredSession(record, events_of(conn, sid, current=current), subagents)
+    usage = session_usage(conn, sid, turns=True) if current else NO_USAGE
+    return StoredSession(record, events_of(conn, sid, current=current), subagents, usage)
+
+
+# -- retention (revision 0010) ---------------------------------------------------------------------------------------
+
+RETENTION = "retention"
+"""The setting that holds the retention policy: the age, in whole seconds, past which a session is removed."""
+
+
+def retention_of(conn: Connection) -> timedelta | None:
+    """The database's retention policy (None: off, or a database before revision 0010)."""
+    row = conn.execute(queries.SETTING, {"name": RETENTION}).fetchone()
+    return None if row is None else timedelta(seconds=int(row[0]))
+
+
+def retention_setting(max_age: timedelta | None) -> dict[str, Any]:
+    """:data:`queries.PUT_SETTING`'s parameters for a policy (:class:`UsageError` for an age below a second)."""
+    if max_age is None or max_age.total_seconds() < 1:
+        raise UsageError(f"a retention age is at least 1s, got {max_age}")
+    return {"name": RETENTION, "value": str(int(max_age.total_seconds()))}
+
+
+def cutoff_of(max_age: timedelta, now: datetime) -> str:
+    """The last update before which a session is stale, as statements bind it (an age past the calendar: none)."""
+    try:
+        return utc_text(now - max_age)
+    except OverflowError:
+        return utc_text(datetime.min.replace(tzinfo=UTC))
+
+
+def stale_sessions(conn: Connection, cutoff: str, limit: int = _SQL_INT_MAX) -> list[tuple[int, str, datetime]]:
+    """Sessions of their own last updated before ``cutoff``, oldest first: (row id, session id, updated_at). The
+    caller leaves out those a live process holds (prune and retention: the same rule)."""
+    rows = conn.execute(queries.STALE_SESSIONS, {"cutoff": cutoff, "limit": limit}).fetchall()
+    return [(int(row_id), str(sid), stamp(updated)) for row_id, sid, updated in rows]
+
+
+def forecast(conn: Connection, max_age: timedelta, held: Iterable[str], now: datetime) -> Forecast:
+    """What the policy removes next: the stale sessions no live process (``held``) holds, and when the next of the
+    others comes due."""
+    cutoff = cutoff_of(max_age, now)
+    busy = set(held)
+    due = [updated for _, sid, updated in stale_sessions(conn, cutoff) if sid not in busy]
+    (newest,) = conn.execute(queries.NEXT_STALE, {"cutoff": cutoff}).fetchone()
+    try:
+        next_at = None if newest is None else stamp(newest) + max_age
+    except OverflowError:
+        next_at = None
+    return Forecast(max_age, len(due), due[0] if due else None, next_at)

@@ -9,20 +9,39 @@ for a file: a command that only reads answers as fast as ``sqlite3`` can.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from .backend import Backend, command
 from .reads import (
+    NO_USAGE,
+    Forecast,
     SearchHit,
     Stats,
     StoredSession,
+    forecast,
     iter_sessions,
     resolve,
+    retention_of,
     stored_session,
+    total_usage,
 )
 from .schema.revisions import HEAD
 from .storage import SessionRecord, check_limit
 
-__all__ = ["SearchHit", "Stats", "StoredSession", "held_now", "list_sessions", "read_session", "search", "stats"]
+__all__ = [
+    "NO_USAGE",
+    "Forecast",
+    "SearchHit",
+    "Stats",
+    "StoredSession",
+    "held_now",
+    "list_sessions",
+    "read_session",
+    "retention",
+    "search",
+    "stats",
+]
 
 # A limit past what SQLite's integers hold means "all of them".
 _SQL_INT_MAX = 2**63 - 1
@@ -63,5 +82,24 @@ def search(backend: Backend, text: str, *, raw: bool = False, limit: int = 20) -
 
 @command
 def stats(backend: Backend) -> Stats:
-    """``sessionstore stats``: counts, sizes and schema revision."""
-    return backend.stats()
+    """``sessionstore stats``: counts, sizes and schema revision, the tokens every session spent, and what the
+    retention policy removes next."""
+    counted = backend.stats()
+    with backend.reading() as conn:
+        if backend.revision(conn) != HEAD:  # before revision 0010: no tokens, no policy
+            return counted
+        usage, max_age = total_usage(conn), retention_of(conn)
+        coming = None if max_age is None else forecast(conn, max_age, backend.live_holders(conn), datetime.now(UTC))
+    return replace(counted, usage=usage, retention=coming)
+
+
+@command
+def retention(backend: Backend) -> Forecast | None:
+    """``sessionstore retention show``: the policy and what it removes next (None: no policy)."""
+    with backend.reading() as conn:
+        if backend.revision(conn) != HEAD:
+            return None
+        max_age = retention_of(conn)
+        if max_age is None:
+            return None
+        return forecast(conn, max_age, backend.live_holders(conn), datetime.now(UTC))

@@ -39,7 +39,7 @@ from .errors import (
     ParentSessionMissingError,
     SessionHeldError,
 )
-from .events import BaseEvent, UserMessage
+from .events import BaseEvent, Tokens, UserMessage
 
 __all__ = [
     "CURRENT_SESSION",
@@ -232,10 +232,10 @@ class SessionRecord:
     when the stream's row is made (see :func:`opened_from`) and never changes
     it: a saved record ignores it.
 
-    Listings fill in two more: ``events`` (how many the session has) and
+    Listings fill in three more: ``events`` (how many the session has),
     ``derived_title`` (true when ``title`` was made from the first user message
-    by :func:`derive_title` because none was set). A record that is saved
-    ignores both.
+    by :func:`derive_title` because none was set) and ``usage`` (the tokens its
+    usage events add up to, summed in SQL). A record that is saved ignores them.
     """
 
     session_id: str
@@ -250,6 +250,7 @@ class SessionRecord:
     parent_id: str | None = None
     events: int | None = None
     derived_title: bool = False
+    usage: Tokens | None = None
 
     @property
     def stream_id(self) -> StreamId:

@@ -41,8 +41,9 @@ from typing import IO, Any, BinaryIO, TypeAlias, cast
 from . import scratch
 from .admin import refuse_held
 from .backend import Backend, Database, command, open_backend
-from .codec import ROLES, is_text_path, legacy_description
+from .codec import ROLES, TOKEN_COLUMNS, is_text_path, legacy_description
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
+from .events import Tokens
 from .reads import Connection, events_of, load_session, resolve_all
 from .schema import queries
 from .schema.revisions import HEAD
@@ -143,6 +144,8 @@ def _export_lines(
                     "text": None if event.text_path is not None else event.text,
                     "text_path": event.text_path,
                     "created_at": event.created_at.isoformat(),
+                    # Only a usage event's line has its tokens (revision 0010): the others are as they were.
+                    **({} if event.tokens is None else {"tokens": event.tokens._asdict()}),
                 }
             )
         if progress is not None:
@@ -237,14 +240,14 @@ _SESSION_COLUMNS = (
     "updated_at",
     "released",
 )
-_EVENT_COLUMNS = ("position", "type", "payload", "role", "text", "text_path", "now")
+_EVENT_COLUMNS = ("position", "type", "payload", "role", "text", "text_path", "now", *TOKEN_COLUMNS)
 
 
 @dataclass(slots=True)
 class _ImportSession:
     line: int
     row: tuple[Any, ...]
-    events: list[tuple[int, str, str, str | None, str | None, str | None, str]] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)  # _EVENT_COLUMNS' values
     # The session it is a subagent of, and whether that one's lines come before its own in the file.
     parent: str | None = None
     parent_earlier: bool = False
@@ -259,7 +262,18 @@ _SESSION_DEFAULTS: tuple[tuple[str, type, Any], ...] = (
     ("meta", dict, {}),
     ("released", bool, False),
 )
-_EVENT_FIELDS = {"kind", "session_id", "position", "type", "payload", "created_at", "role", "text", "text_path"}
+_EVENT_FIELDS = {
+    "kind",
+    "session_id",
+    "position",
+    "type",
+    "payload",
+    "created_at",
+    "role",
+    "text",
+    "text_path",
+    "tokens",
+}
 
 
 # Positions are counted from 0 by whoever wrote the file; far beyond any history, they would stop appends.
@@ -336,9 +350,7 @@ def _parent_line(obj: dict[str, Any]) -> str | None:
     return parent
 
 
-def _event_line(
-    obj: dict[str, Any], session: _ImportSession | None, version: int
-) -> tuple[int, str, str, str | None, str | None, str | None, str]:
+def _event_line(obj: dict[str, Any], session: _ImportSession | None, version: int) -> tuple[Any, ...]:
     extra = set(obj) - _EVENT_FIELDS
     if extra:
         raise _BadLine(f"unknown event fields {sorted(extra)}")
@@ -370,7 +382,21 @@ def _event_line(
             raise _BadLine(f"text must be a string or null, got {text!r}")
         if path is not None and (not is_text_path(path) or text is not None):
             raise _BadLine(f"text_path must be a JSON path ($...) given instead of text, or null, got {path!r}")
-    return position, type_name, payload, role, text, path, _stamp(obj, "created_at")
+    return position, type_name, payload, role, text, path, _stamp(obj, "created_at"), *_tokens(obj.get("tokens"))
+
+
+def _tokens(given: object) -> tuple[int | None, ...]:
+    """An event line's ``tokens`` (``{"input": n, ...}``, as :class:`~sessionstore.Tokens` names them), as its
+    columns; all ``None`` when it has none."""
+    if given is None:
+        return (None,) * len(TOKEN_COLUMNS)
+    names = Tokens._fields
+    if not isinstance(given, dict) or not set(given) <= set(names):
+        raise _BadLine(f"tokens must be an object with some of {', '.join(names)}, got {given!r}")
+    counts = tuple(given.get(name, 0) for name in names)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in counts):
+        raise _BadLine(f"tokens must be whole numbers from 0 to 2**31 - 1, got {given!r}")
+    return counts
 
 
 class _NotFinite(ValueError):

@@ -64,6 +64,7 @@ from pydantic import BaseModel
 
 from ..durable import DurableStorage
 from ..errors import InvalidCursorError, SessionHeldError
+from ..reads import usage_json
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
 from ..storage import EventContext, Holding, SessionCatalog, SessionRecord, Storage, in_session
@@ -93,6 +94,9 @@ ACP has no request for it; ``title: null`` (or blank) clears the title, after
 which the session is listed under its first prompt again.
 """
 
+USAGE_META = "sessionstore/usage"
+"""The key of a session's usage in the ``_meta`` of each ``session/list`` entry: its tokens by kind and their total
+(absent when it spent nothing)."""
 DEFAULT_LIST_PAGE_SIZE = 50
 
 
@@ -514,6 +518,8 @@ class _DurableScope(_ConnectionScope):
                     additional_directories=list(record.additional_directories) or None,
                     title=record.title,
                     updated_at=record.updated_at.isoformat(),
+                    # What the session spent, summed in SQL (revision 0010): each kind and the total.
+                    field_meta={USAGE_META: usage_json(record.usage)} if record.usage else None,
                 )
                 for record in page.sessions
             ],

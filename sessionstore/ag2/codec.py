@@ -92,6 +92,7 @@ from ag2.events import (
     ToolResultsEvent,
     UnknownEvent,
     UrlInput,
+    UsageEvent,
 )
 from ag2.events.base import Field, FieldInfo
 from ag2.events.conditions import OrCondition, TypeCondition
@@ -102,6 +103,7 @@ from pydantic_core import to_json
 from ..codec import (
     NOT_MINE,
     Description,
+    Tokens,
     _as_text,
     _decode_tag,
     _encode_value,
@@ -595,6 +597,30 @@ class AG2Codec:
             return plan.build(raw)
         except Exception as exc:  # never raise: a registered pydantic model's validators may raise anything
             return _unknown(type_name, payload, f"{type(exc).__name__}: {exc}")
+
+    def tokens(self, event: Any) -> Tokens | None:
+        """The tokens a ``UsageEvent`` reports (AG2's floats, rounded), stored beside it; every kind counts once.
+
+        A model call, a compaction's or a memory aggregation's call, and a subagent's ``subtask`` rollup are each
+        tokens spent by this session: AG2 puts a subagent's own calls on the subagent's stream (its own session
+        here) and only the rollup on the parent's, so a session's sum is its total, as ``ag2.UsageReport``
+        reads it. ``total_tokens`` is not kept: it is input and output.
+        """
+        if not isinstance(event, UsageEvent):
+            return None
+        usage = event.usage
+        return Tokens(
+            *(
+                _count(getattr(usage, name, None))
+                for name in (
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                    "thinking_tokens",
+                )
+            )
+        )
 
     def describe(self, event: Any) -> Description:
         """The event's role and text for the transcript and search (the text is stored beside the payload).
@@ -1158,3 +1184,10 @@ def _error_text(event: ToolErrorEvent) -> str | None:
     kind = origin.rsplit(".", 1)[-1] if isinstance(origin, str) else type(error).__name__
     message = _message(error)
     return f"{kind}: {message}" if message else kind
+
+
+def _count(value: Any) -> int:
+    """A token count as stored: whole, 0 when not reported (or not a finite count)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return min(round(value), 2**31 - 1)
+    return 0

@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ..codec import Codec
+from ..codec import TOKEN_COLUMNS, Codec
 from ..durable import DurableStorage, Rewrite, event_row
 from ..errors import DatabaseUnavailableError
 from ..schema import queries
@@ -121,9 +121,9 @@ WITH locked AS (
     WHERE version = (SELECT xmin::text FROM sessions WHERE session_id = $1)
     UNION ALL SELECT id FROM made
 )
-INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
+INSERT INTO events (session, position, type, payload, role, text, text_path, created_at, {TOKENS})
 SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
-       $4, $5, $6, $7, $8, $2
+       $4, $5, $6, $7, $8, $2, $10::integer, $11::integer, $12::integer, $13::integer, $14::integer
 FROM target
 ON CONFLICT (session, position) DO NOTHING
 RETURNING position
@@ -137,8 +137,9 @@ RETURNING position
 # the whole statement.
 APPEND_MANY = """
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-        AS i(sid, type, payload, role, text, text_path, parent)
+    SELECT * FROM unnest($1::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+                         $10::integer[], $11::integer[], $12::integer[], $13::integer[], $14::integer[])
+        AS i(sid, type, payload, role, text, text_path, parent, {TOKENS})
 ), locked AS (
     SELECT id, session_id, updated_at, xmin::text AS version FROM sessions
     WHERE session_id = ANY($1::text[]) AND NOT ({HELD}) ORDER BY id FOR UPDATE SKIP LOCKED
@@ -158,9 +159,9 @@ WITH input AS (
     WHERE version = (SELECT xmin::text FROM sessions WHERE sessions.id = locked.id)
     UNION ALL SELECT id, session_id FROM made
 ), appended AS (
-    INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
+    INSERT INTO events (session, position, type, payload, role, text, text_path, created_at, {TOKENS})
     SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
-           input.type, input.payload, input.role, input.text, input.text_path, $2
+           input.type, input.payload, input.role, input.text, input.text_path, $2, {INPUT_TOKENS}
     FROM target JOIN input ON input.sid = target.session_id
     ON CONFLICT (session, position) DO NOTHING
     RETURNING session
@@ -169,17 +170,23 @@ SELECT target.session_id FROM appended JOIN target ON target.id = appended.sessi
 """
 
 # Whether another connection holds a session (``sessions`` in scope): marked held by someone other than this
-# storage ($11, its holder text), and that mark's advisory lock (connect.PG_LOCK_CLASS, $10) taken. The lock table is
+# storage ($16, its holder text), and that mark's advisory lock (connect.PG_LOCK_CLASS, $15) taken. The lock table is
 # looked at only for a session marked held by another (a holder marks its hold in an update of the row, after
 # taking the lock: an append that locked the row first commits before that mark, as if before the hold). A session
 # held elsewhere is not appended to by the one-statement appends: it goes the long way, which refuses it.
 HELD_ELSEWHERE = (
-    "sessions.held_by IS NOT NULL AND sessions.held_by <> $11 AND EXISTS (SELECT FROM pg_locks"
-    " WHERE locktype = 'advisory' AND classid = $10::oid AND objid = (sessions.id % 2147483648)::oid"
+    "sessions.held_by IS NOT NULL AND sessions.held_by <> $16 AND EXISTS (SELECT FROM pg_locks"
+    " WHERE locktype = 'advisory' AND classid = $15::oid AND objid = (sessions.id % 2147483648)::oid"
     " AND objsubid = 2)"
 )
-APPEND_ONE = APPEND_ONE.replace("{HELD}", HELD_ELSEWHERE)
-APPEND_MANY = APPEND_MANY.replace("{HELD}", HELD_ELSEWHERE)
+# The token columns (revision 0010): $10-$14, NULL for an event that reports none.
+_TOKENS = ", ".join(TOKEN_COLUMNS)
+APPEND_ONE = APPEND_ONE.replace("{HELD}", HELD_ELSEWHERE).replace("{TOKENS}", _TOKENS)
+APPEND_MANY = (
+    APPEND_MANY.replace("{HELD}", HELD_ELSEWHERE)
+    .replace("{TOKENS}", _TOKENS)
+    .replace("{INPUT_TOKENS}", ", ".join(f"input.{name}" for name in TOKEN_COLUMNS))
+)
 
 # Whether an append whose commit's outcome is unknown is stored: its event, found by what it wrote, its
 # created_at included (to the microsecond; _now never gives a process two appends the same one). Run with the
@@ -234,8 +241,8 @@ class _Appenders:
         return self._connect()
 
     async def append(self, sid: str, values: tuple[Any, ...]) -> bool:
-        """Append ``(type, payload, role, text, text_path, parent)`` to session ``sid``; False: do it the long
-        way."""
+        """Append ``(type, payload, role, text, text_path, parent, *tokens)`` to session ``sid``; False: do it the
+        long way."""
         if self.pool.free() and not self._pending:
             conn = await self.pool.acquire()  # free: no wait
             now = _now()
@@ -538,6 +545,7 @@ class PostgresStorage(DurableStorage[Pool]):
                 row["text"],
                 row["text_path"],
                 None if parent is None else parent.hex,
+                *(row[name] for name in TOKEN_COLUMNS),
             )
             try:
                 # One prepared statement (asyncpg caches it per connection), in autocommit.
@@ -653,6 +661,25 @@ class PostgresStorage(DurableStorage[Pool]):
         await self._write(work)
         if sid in self._held:
             await self.let_go(stream_id)  # the row is gone; the lock goes too
+
+    # -- retention (DurableStorage's passes) ----------------------------------------------------
+
+    async def _remove_stale(self, row_id: int, sid: str, cutoff: str) -> tuple[bool, int]:
+        if sid in self._held:
+            return False, 0
+        stale_before = pg.bind({"cutoff": cutoff})["cutoff"]
+
+        async def work(conn: Any) -> bool:
+            # The row locked first: a holder marks its hold in an update of it, so the answer holds to the commit.
+            found = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})
+            if found is None or found[2] >= stale_before:
+                return False  # gone, or written to since it was found
+            if await conn.fetchval(_HELD_BY_ANOTHER, PG_LOCK_CLASS, pg_lock_key(row_id), self._holder_pid()):
+                return False
+            await pg.fetch(conn, queries.DELETE_SESSION, {"sid": sid})
+            return True
+
+        return await self._write(work), 0
 
     # -- holds (the SessionCatalog is DurableStorage's, over _read and _write_row) ---------------
 

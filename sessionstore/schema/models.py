@@ -10,7 +10,10 @@
     the event's stable type name and ``payload`` its JSON text, so
     ``json_extract(payload, '$.content')`` works in the ``sqlite3`` shell.
     ``role`` and ``text`` (or ``text_path``) are what the codec said of the
-    event when it was written: who said it and what a person reads.
+    event when it was written: who said it and what a person reads; the
+    ``*_tokens`` columns what it said the event spent (usage events only).
+``settings``
+    The database's own settings by name: the retention policy.
 
 Timestamps are UTC, stored as ``YYYY-MM-DD HH:MM:SS.ffffff`` text: readable and
 sortable in ``sqlite3`` as they are. The column types say how a value is bound
@@ -52,7 +55,7 @@ from sqlalchemy.types import TypeDecorator
 
 from ..storage import json_text, stamp, utc_text
 
-__all__ = ["Base", "Event", "JsonText", "Session", "UtcDateTime"]
+__all__ = ["Base", "Event", "JsonText", "Session", "Setting", "UtcDateTime"]
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -153,6 +156,9 @@ class Session(Base):
     )
 
 
+_HAS_USAGE = text("input_tokens IS NOT NULL")  # out of Event's body, where ``text`` is a column
+
+
 class Event(Base):
     __tablename__ = "events"
 
@@ -169,6 +175,33 @@ class Event(Base):
     role: Mapped[str | None] = mapped_column(Text)
     text: Mapped[str | None] = mapped_column(Text)
     text_path: Mapped[str | None] = mapped_column(Text)
+    # The tokens the event says were spent (Codec.tokens, revision 0010), NULL on every event that reports none:
+    # SUM() adds them up in either database with no JSON function, and a plain event pays five NULLs.
+    input_tokens: Mapped[int | None]
+    output_tokens: Mapped[int | None]
+    cache_read_tokens: Mapped[int | None]
+    cache_write_tokens: Mapped[int | None]
+    reasoning_tokens: Mapped[int | None]
 
-    # The unique index doubles as the index get_history reads through.
-    __table_args__ = (UniqueConstraint("session", "position"),)
+    __table_args__ = (
+        # The unique index doubles as the index get_history reads through.
+        UniqueConstraint("session", "position"),
+        # A session's usage events, found without reading its other events (an event with usage always has
+        # input_tokens, 0 if none were reported); an event without usage adds nothing to it.
+        Index(
+            "ix_events_usage",
+            "session",
+            sqlite_where=_HAS_USAGE,
+            postgresql_where=_HAS_USAGE,
+        ),
+    )
+
+
+class Setting(Base):
+    """A setting of the whole database, by name (revision 0010): ``retention``, the age in seconds after which a
+    session no live process holds is removed by any storage open on the database."""
+
+    __tablename__ = "settings"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

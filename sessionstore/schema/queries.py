@@ -23,9 +23,11 @@ __all__ = [
     "DATABASE_SIZE_POSTGRESQL",
     "DELETE_EVENTS_FROM",
     "DELETE_SESSION",
+    "DROP_SETTING",
     "EVENTS_OF",
     "EVENT_ID_RANGE",
     "EVENT_ROWS",
+    "EVENT_TOKENS",
     "EVENT_TYPES",
     "FIND_SESSION",
     "HISTORY",
@@ -43,9 +45,11 @@ __all__ = [
     "NEW_SESSION",
     "NEW_SESSION_POSTGRESQL",
     "NEXT_MARK",
+    "NEXT_STALE",
     "ORPHAN_EVENTS_POSTGRESQL",
     "OVERVIEW",
     "PARENT_OF",
+    "PUT_SETTING",
     "RECENT_EVENTS",
     "RECENT_EVENTS_BYTES",
     "RESET_MARK",
@@ -56,8 +60,11 @@ __all__ = [
     "SEARCH_POSTGRESQL",
     "SESSION_COUNT",
     "SESSION_IDS",
+    "SESSION_USAGE",
+    "SETTING",
     "SET_PARENT",
     "SET_TITLE",
+    "STALE_SESSIONS",
     "STAMP_SESSION",
     "STORED_EVENTS",
     "STORED_EVENTS_BYTES",
@@ -65,7 +72,9 @@ __all__ = [
     "SUBAGENT_COUNT",
     "TOP_LEVEL",
     "TOP_LEVEL_POSTGRESQL",
+    "TOTAL_USAGE",
     "TOUCH_SESSION",
+    "TURN_USAGE",
     "UNINDEXED_EVENTS",
     "UPSERT_SESSION",
     "list_sessions",
@@ -101,14 +110,19 @@ STAMP_SESSION = "UPDATE sessions SET updated_at=:now WHERE sessions.id = :id"
 # The next position is computed in the statement, inside the write transaction, so two writers (two processes) can never
 # take the same one.
 APPEND_EVENT = (
-    "INSERT INTO events (session, position, type, payload, role, text, text_path, created_at) SELECT :id AS anon_1, "
+    "INSERT INTO events (session, position, type, payload, role, text, text_path, input_tokens, output_tokens, "
+    "cache_read_tokens, cache_write_tokens, reasoning_tokens, created_at) SELECT :id AS anon_1, "
     "coalesce(max(events.position), -1) + 1 AS anon_2, :type AS anon_3, :payload AS anon_4, :role AS anon_5, :text AS "
-    "anon_6, :text_path AS anon_7, :now AS anon_8 FROM events WHERE events.session = :id"
+    "anon_6, :text_path AS anon_7, :input_tokens AS anon_8, :output_tokens AS anon_9, :cache_read_tokens AS anon_10, "
+    ":cache_write_tokens AS anon_11, :reasoning_tokens AS anon_12, :now AS anon_13 FROM events WHERE events.session = "
+    ":id"
 )
 
 INSERT_EVENT = (
-    "INSERT INTO events (session, position, type, payload, created_at, role, text, text_path) VALUES (:id, :position, "
-    ":type, :payload, :now, :role, :text, :text_path)"
+    "INSERT INTO events (session, position, type, payload, created_at, role, text, text_path, input_tokens, "
+    "output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens) VALUES (:id, :position, :type, :payload, "
+    ":now, :role, :text, :text_path, :input_tokens, :output_tokens, :cache_read_tokens, :cache_write_tokens, "
+    ":reasoning_tokens)"
 )
 
 DELETE_EVENTS_FROM = "DELETE FROM events WHERE events.session = :id AND events.position >= :position"
@@ -348,6 +362,69 @@ ORPHAN_EVENTS_POSTGRESQL = (
 )
 
 REVISION = "SELECT version_num FROM alembic_version"
+
+# -- usage and retention (revision 0010) -------------------------------------------------------------------------------
+
+# A session's tokens, summed over its usage events alone (the partial index ix_events_usage): how many, then each kind.
+# Its subagents' are not added: AG2 reports what a subagent spent in its session too (a subtask rollup), and it is
+# counted there.
+SESSION_USAGE = (
+    "SELECT count(events.input_tokens) AS count_1, coalesce(sum(events.input_tokens), 0) AS coalesce_1, "
+    "coalesce(sum(events.output_tokens), 0) AS coalesce_2, coalesce(sum(events.cache_read_tokens), 0) AS coalesce_3, "
+    "coalesce(sum(events.cache_write_tokens), 0) AS coalesce_4, coalesce(sum(events.reasoning_tokens), 0) AS "
+    "coalesce_5 FROM events WHERE events.input_tokens IS NOT NULL AND events.session = (SELECT sessions.id FROM "
+    "sessions WHERE sessions.session_id = :sid)"
+)
+
+# Every session's tokens (stats).
+TOTAL_USAGE = (
+    "SELECT count(events.input_tokens) AS count_1, coalesce(sum(events.input_tokens), 0) AS coalesce_1, "
+    "coalesce(sum(events.output_tokens), 0) AS coalesce_2, coalesce(sum(events.cache_read_tokens), 0) AS coalesce_3, "
+    "coalesce(sum(events.cache_write_tokens), 0) AS coalesce_4, coalesce(sum(events.reasoning_tokens), 0) AS "
+    "coalesce_5 FROM events WHERE events.input_tokens IS NOT NULL"
+)
+
+# A session's tokens turn by turn, turns numbered as the usage view numbers them (a turn begins at a user message; 0 is
+# what came before the first), over this session's events alone (the view numbers every session's).
+TURN_USAGE = (
+    "SELECT u.turn, count(*) AS count_1, sum(u.input_tokens) AS sum_1, sum(u.output_tokens) AS sum_2, "
+    "sum(u.cache_read_tokens) AS sum_3, sum(u.cache_write_tokens) AS sum_4, sum(u.reasoning_tokens) AS sum_5 FROM "
+    "(SELECT events.input_tokens AS input_tokens, events.output_tokens AS output_tokens, events.cache_read_tokens AS "
+    "cache_read_tokens, events.cache_write_tokens AS cache_write_tokens, events.reasoning_tokens AS reasoning_tokens, "
+    "sum(CASE WHEN (events.role = 'user') THEN 1 ELSE 0 END) OVER (ORDER BY events.position) AS turn FROM events WHERE "
+    "events.session = (SELECT sessions.id FROM sessions WHERE sessions.session_id = :sid)) AS u WHERE u.input_tokens "
+    "IS NOT NULL GROUP BY u.turn ORDER BY u.turn"
+)
+
+# A setting of the database (the retention policy: its age in seconds).
+SETTING = "SELECT settings.value FROM settings WHERE settings.name = :name"
+
+PUT_SETTING = (
+    "INSERT INTO settings (name, value) VALUES (:name, :value) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
+
+DROP_SETTING = "DELETE FROM settings WHERE settings.name = :name"
+
+# What retention and prune remove: sessions of their own (a subagent goes with its session) not updated since
+# ``:cutoff``, oldest first, with their row ids (a storage asks their holds' locks); the caller leaves out those a live
+# process holds.
+STALE_SESSIONS = (
+    "SELECT sessions.id, sessions.session_id, sessions.updated_at FROM sessions WHERE sessions.parent IS NULL AND "
+    "sessions.updated_at < :cutoff ORDER BY sessions.updated_at, sessions.id LIMIT :limit"
+)
+
+# When retention finds something next: the last update of the oldest session of its own not stale yet.
+NEXT_STALE = (
+    "SELECT min(sessions.updated_at) AS min_1 FROM sessions WHERE sessions.parent IS NULL AND sessions.updated_at >= "
+    ":cutoff"
+)
+
+# The usage events of a session, by position, with their tokens (show, export).
+EVENT_TOKENS = (
+    "SELECT events.position, events.input_tokens, events.output_tokens, events.cache_read_tokens, "
+    "events.cache_write_tokens, events.reasoning_tokens FROM events WHERE events.input_tokens IS NOT NULL AND "
+    "events.session = (SELECT sessions.id FROM sessions WHERE sessions.session_id = :sid) ORDER BY events.position"
+)
 
 
 # -- written by hand: what follows is kept as it is by --write ------------------------------------------------------

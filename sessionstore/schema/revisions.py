@@ -40,7 +40,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0009"
+HEAD = "0010"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -102,6 +102,7 @@ OBJECTS_AT_HEAD = (
     "0006.SESSION_OVERVIEW",
     "0008.EVENTS_FTS",
     "0005.INDEXING",
+    "0010.USAGE",
 )
 """The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
 (``migrations/sqlobjects.py``). A revision that replaces one names its new definition here."""
@@ -111,6 +112,7 @@ OBJECTS_AT_HEAD_POSTGRESQL = (
     "0008.PG_TRANSCRIPT",
     "0006.PG_SESSION_OVERVIEW",
     "0009.PG_SEARCH_WORDS",
+    "0010.USAGE",
 )
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 

@@ -82,6 +82,7 @@ from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.expression import BindParameter, FromClause, Select
 
+from ..codec import TOKEN_COLUMNS
 from .models import Base
 
 __all__ = ["QUERIES", "STATEMENTS", "Schema", "Statement", "main", "render"]
@@ -141,6 +142,7 @@ class Schema:
     sessions: Table
     events: Table
     insert: Callable[[Any], Any]
+    settings: Table
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,9 @@ class Section:
     title: str
 
 
+TOKENS = TOKEN_COLUMNS  # an event's token columns (revision 0010), as describe_row names its values
+
+
 # -- what is not a model ----------------------------------------------------------------------------------------
 
 # The views as revisions 0003, 0006 and 0008 define them: every column (the tests compare them with a database's),
@@ -198,6 +203,11 @@ OVERVIEW_VIEW = table(
 TRANSCRIPT = table(
     "transcript",
     *map(column, ("session_id", "position", "type", "role", "text", "created_at", "event_id", "rowid", "cwd")),
+)
+# One row per session and turn that spent tokens (revision 0010).
+USAGE_VIEW = table(
+    "usage",
+    *map(column, ("session_id", "turn", "usage_events", *TOKENS, "total_tokens", "first_at", "last_at")),
 )
 # SQLite's FTS5 index over the transcript (revisions 0002, 0008), with its hidden columns rowid (the event's id) and
 # rank.
@@ -229,7 +239,7 @@ def _defaults(table: Table) -> dict[str, Any]:
     return values
 
 
-_EVENT_FIELDS = ("type", "payload", "role", "text", "text_path")
+_EVENT_FIELDS = ("type", "payload", "role", "text", "text_path", *TOKENS)
 
 
 def _mark() -> ColumnElement[Any]:
@@ -302,6 +312,29 @@ def _insert_event(t: Schema) -> Any:
         insert(e)
         .values(session=bindparam("id"), **_params(e, "position", *_EVENT_FIELDS), created_at=bindparam("now"))
         .inline()
+    )
+
+
+def _usage(t: Schema) -> Any:
+    e = t.events
+    return select(func.count(e.c.input_tokens), *(func.coalesce(func.sum(e.c[name]), 0) for name in TOKENS)).where(
+        e.c.input_tokens.is_not(None)
+    )
+
+
+def _turn_usage(t: Schema) -> Any:
+    e = t.events
+    turn = func.sum(case((e.c.role == "user", 1), else_=0)).over(order_by=e.c.position)
+    numbered = (
+        select(*(e.c[name] for name in TOKENS), turn.label("turn"))
+        .where(e.c.session == select(t.sessions.c.id).where(_sid(t.sessions)).scalar_subquery())
+        .subquery("u")
+    )
+    return (
+        select(numbered.c.turn, func.count(), *(func.sum(numbered.c[name]) for name in TOKENS))
+        .where(numbered.c.input_tokens.is_not(None))
+        .group_by(numbered.c.turn)
+        .order_by(numbered.c.turn)
     )
 
 
@@ -765,6 +798,68 @@ STATEMENTS: list[Statement | Alias | Section] = [
         ("postgresql",),
     ),
     Statement("REVISION", "", lambda t: "SELECT version_num FROM alembic_version"),
+    Section("usage and retention (revision 0010)"),
+    Statement(
+        "SESSION_USAGE",
+        "A session's tokens, summed over its usage events alone (the partial index ix_events_usage): how many, then"
+        " each kind. Its subagents' are not added: AG2 reports what a subagent spent in its session too (a subtask"
+        " rollup), and it is counted there.",
+        lambda t: _usage(t).where(
+            t.events.c.session == select(t.sessions.c.id).where(_sid(t.sessions)).scalar_subquery()
+        ),
+    ),
+    Statement("TOTAL_USAGE", "Every session's tokens (stats).", lambda t: _usage(t)),
+    Statement(
+        "TURN_USAGE",
+        "A session's tokens turn by turn, turns numbered as the usage view numbers them (a turn begins at a user"
+        " message; 0 is what came before the first), over this session's events alone (the view numbers every"
+        " session's).",
+        _turn_usage,
+    ),
+    Statement(
+        "SETTING",
+        "A setting of the database (the retention policy: its age in seconds).",
+        lambda t: select(t.settings.c.value).where(t.settings.c.name == bindparam("name")),
+    ),
+    Statement(
+        "PUT_SETTING",
+        "",
+        lambda t: (
+            stmt := t.insert(t.settings).values(name=bindparam("name"), value=bindparam("value"))
+        ).on_conflict_do_update(index_elements=[t.settings.c.name], set_={"value": stmt.excluded.value}),
+    ),
+    Statement("DROP_SETTING", "", lambda t: delete(t.settings).where(t.settings.c.name == bindparam("name"))),
+    Statement(
+        "STALE_SESSIONS",
+        "What retention and prune remove: sessions of their own (a subagent goes with its session) not updated"
+        " since ``:cutoff``, oldest first, with their row ids (a storage asks their holds' locks); the caller leaves"
+        " out those a live process holds.",
+        lambda t: (
+            select(t.sessions.c.id, t.sessions.c.session_id, t.sessions.c.updated_at)
+            .where(t.sessions.c.parent.is_(None), t.sessions.c.updated_at < bindparam("cutoff"))
+            .order_by(t.sessions.c.updated_at, t.sessions.c.id)
+            .limit(bindparam("limit"))
+        ),
+    ),
+    Statement(
+        "NEXT_STALE",
+        "When retention finds something next: the last update of the oldest session of its own not stale yet.",
+        lambda t: select(func.min(t.sessions.c.updated_at)).where(
+            t.sessions.c.parent.is_(None), t.sessions.c.updated_at >= bindparam("cutoff")
+        ),
+    ),
+    Statement(
+        "EVENT_TOKENS",
+        "The usage events of a session, by position, with their tokens (show, export).",
+        lambda t: (
+            select(t.events.c.position, *(t.events.c[name] for name in TOKENS))
+            .where(
+                t.events.c.input_tokens.is_not(None),
+                t.events.c.session == select(t.sessions.c.id).where(_sid(t.sessions)).scalar_subquery(),
+            )
+            .order_by(t.events.c.position)
+        ),
+    ),
 ]
 
 
@@ -781,7 +876,9 @@ def _one_line(sql: str) -> str:
 
 def compiled(statement: Statement, metadata: MetaData, database: str) -> str:
     """``statement``'s text for ``database``, built over ``metadata``'s ``sessions`` and ``events``."""
-    schema = Schema(metadata.tables["sessions"], metadata.tables["events"], INSERTS[database])
+    schema = Schema(
+        metadata.tables["sessions"], metadata.tables["events"], INSERTS[database], metadata.tables["settings"]
+    )
     built = statement.build(schema)
     if isinstance(built, str):
         return built

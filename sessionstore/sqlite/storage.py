@@ -623,6 +623,23 @@ class SQLiteStorage(DurableStorage[WriteLane]):
 
         await self._forget_deleted(await self._submit(work))
 
+    # -- retention (DurableStorage's passes) ----------------------------------------------------
+
+    async def _remove_stale(self, row_id: int, sid: str, cutoff: str) -> tuple[bool, int]:
+        def work(conn: sqlite3.Connection) -> tuple[tuple[bool, int], Callable[[], None] | None]:
+            size_unknown()  # every event of the session, overwritten
+            # Asked inside the write transaction: a holder marks its hold in a write of its own, after its lock.
+            found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
+            if found is None or found[2] >= cutoff or self._held(row_id):
+                return (False, 0), None  # gone, written to since it was found, or held
+            conn.execute(queries.DELETE_SESSION, {"sid": sid})
+            return (True, mark_deleted(conn)), lambda: self._cache_drop(sid)
+
+        return await self._submit(work, background=True)
+
+    async def _removed(self, mark: int) -> None:
+        await self._forget_deleted(mark)
+
     # -- holds (the SessionCatalog is DurableStorage's, over _read and _write_row) ---------------
 
     async def hold(self, stream_id: StreamId) -> None:

@@ -23,7 +23,7 @@ def test_from_something_odd_yesterday_to_the_transcript_in_two_commands(sessions
     listed = sessionstore("list", env=env)
     assert listed.returncode == 0, listed.stderr
     header, first, second = listed.stdout.splitlines()
-    assert header.split() == ["ID", "UPDATED", "EVENTS", "CWD", "TITLE"]
+    assert header.split() == ["ID", "UPDATED", "EVENTS", "TOKENS", "CWD", "TITLE"]
     # Newest first; the title is derived from the first user message (first line, shortened).
     assert first.startswith(newest[:12]) and "/home/me/project" in first
     assert "Why is the build red? It was green yesterday." in first

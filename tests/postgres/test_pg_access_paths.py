@@ -52,6 +52,9 @@ WHOLE_DATABASE = {
     "queries.SESSION_IDS": "export --all: every session's id, in order",
     "queries.SEARCH_POSTGRESQL": "search: every event the GIN index proposes, ranked",
     "queries.ORPHAN_EVENTS_POSTGRESQL": "check: every event's session",
+    "queries.TOTAL_USAGE": "stats: every usage event's tokens (through the partial index ix_events_usage)",
+    "queries.NEXT_STALE": "stats, retention show: the oldest session not stale yet",
+    "queries.STALE_SESSIONS": "retention and its forecast: the stale sessions, oldest first, by the updated_at index",
     "backend.check": "check: one row of each view, to see that it works (its name filled in at run time)",
 }
 # Not statements of their own: parts the statements below are made of (each composed use is found and checked).
@@ -225,6 +228,9 @@ NAMED: dict[str, Any] = {
     "role": "user",
     "text": "hello",
     "text_path": None,
+    **dict.fromkeys(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")),
+    "name": "retention",
+    "value": "86400",
     "position": 50,
     "title": "a title",
     "cwd": "/work/3",
@@ -255,6 +261,7 @@ BY_TYPE: dict[str, Any] = {
     "timestamp": NOW,
     "text[]": [SID, "c81e728d9d4c2f636f067f89cc14862c"],
     "int8[]": [4, 5],
+    "int4[]": [None, None],  # token counts (revision 0010): NULL for a plain event
 }
 
 

@@ -16,7 +16,7 @@ from uuid import UUID
 from _support import CHILD_TIMEOUT, child
 
 from sessionstore import records
-from sessionstore.codec import JsonCodec
+from sessionstore.codec import TOKEN_COLUMNS, JsonCodec
 from sessionstore.events import ModelMessage, ToolResult, UserMessage
 from sessionstore.schema import queries
 from sessionstore.sqlite import migrate as sqlite_migrate
@@ -52,6 +52,7 @@ def build(path: Path, first: int = 0) -> list[str]:
             rows.append(
                 {"id": row_id, "position": position, "type": type_name, "payload": payload, "now": OLD}
                 | {"role": role, "text": None if path_ else shown, "text_path": path_}
+                | dict.fromkeys(TOKEN_COLUMNS)
             )
         conn.executemany(queries.INSERT_EVENT, rows)
     index_new_events(conn, batch=SESSIONS * EVENTS)

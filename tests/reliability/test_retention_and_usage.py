@@ -1,0 +1,131 @@
+"""Usage per session and per turn, and retention that runs itself, on SQLite and PostgreSQL alike.
+
+Usage: the tokens a usage event reports are stored beside it (revision 0010) and summed in SQL: ``list``, ``show``,
+``stats``, the ``usage`` view and their ``--json`` say the same. Retention: a policy set from the command line is
+applied by a storage that is open on the database, with no one running ``prune``; a session a live process (another
+process) holds survives it, and ``stats`` said beforehand what would go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import timedelta
+from pathlib import Path
+from uuid import UUID, uuid4
+
+from _support import CHILD_TIMEOUT
+from databases import Database
+from test_held_sessions import cli, holder_process
+
+from sessionstore import EventContext, ModelMessage, Tokens, TokenUsage, UserMessage, records
+
+OLD = "'2025-01-01 00:00:00'"  # a literal either database reads as a time
+
+
+async def _converse(database: Database) -> str:
+    """A session of two turns with a usage event in each, and one before the first user message."""
+    stream = uuid4()
+    context = EventContext.for_stream(stream)
+    async with database.storage() as storage:
+        for event in (
+            TokenUsage(input_tokens=1, output_tokens=1),  # turn 0: before any user message
+            UserMessage("hello"),
+            TokenUsage(input_tokens=100, output_tokens=20, cache_read_tokens=80, model="m"),
+            ModelMessage("hi"),
+            TokenUsage(input_tokens=130, output_tokens=5, reasoning_tokens=3),
+            UserMessage("again"),
+            TokenUsage(input_tokens=200, output_tokens=40, cache_write_tokens=7),
+        ):
+            await storage.save_event(event, context)
+    return stream.hex
+
+
+async def test_usage_is_summed_in_sql_per_session_and_turn(database: Database) -> None:
+    sid = await _converse(database)
+    total = Tokens(input=431, output=66, cache_read=80, cache_write=7, reasoning=3)
+
+    (listed,) = await asyncio.to_thread(lambda: list(records.list_sessions(database.where)))
+    assert listed.usage == total
+    shown = await asyncio.to_thread(records.read_session, database.where, sid)
+    assert shown.usage.tokens == total and shown.usage.events == 4
+    assert [(turn, events) for turn, events, _ in shown.usage.turns] == [(0, 1), (1, 2), (2, 1)]
+    assert shown.usage.turns[1][2] == Tokens(230, 25, 80, 0, 3)
+    assert [e.tokens for e in shown.events if e.type == "user_message"] == [None, None]
+    stats = await asyncio.to_thread(records.stats, database.where)
+    assert stats.usage.tokens == total
+
+    # The view, as sqlite3 and Datasette users read it.
+    rows = await database.rows("SELECT turn, usage_events, input_tokens, total_tokens FROM usage ORDER BY turn")
+    assert [tuple(int(v) for v in row) for row in rows] == [(0, 1, 1, 2), (1, 2, 230, 255), (2, 1, 200, 240)]
+    # A plain event pays only NULLs.
+    nulls = await database.rows("SELECT count(*) FROM events WHERE input_tokens IS NULL AND type <> 'token_usage'")
+    assert int(nulls[0][0]) == 3
+
+    listing = json.loads(cli(database, "list", "--json").stdout)
+    assert listing[0]["usage"]["total"] == total.total == 497
+    showing = json.loads(cli(database, "show", sid, "--json").stdout)
+    assert showing["usage"]["turns"][2]["input"] == 200
+    assert "tokens   497" in cli(database, "show", sid).stdout
+    assert json.loads(cli(database, "stats", "--json").stdout)["usage"]["cache_write"] == 7
+
+
+async def test_a_policy_set_by_the_command_line_is_applied_by_a_running_storage(
+    database: Database, tmp_path: Path
+) -> None:
+    """Three old sessions and a recent one; a live process holds one of the old. ``stats`` forecasts two; an open
+    storage removes exactly those two, in the background, with no one running prune."""
+    old = [await _converse(database) for _ in range(3)]
+    recent = await _converse(database)
+    await database.rows(f"UPDATE sessions SET updated_at = {OLD} WHERE session_id <> ?", recent)
+    held = old[0]
+
+    with holder_process(tmp_path, database, UUID(held)):
+        # Set once the holder is open: its own storage's next pass is RETENTION_EVERY away.
+        assert "retention 30d" in cli(database, "retention", "set", "30d").stdout
+        coming = json.loads(cli(database, "stats", "--json").stdout)["retention"]
+        assert coming["max_age_seconds"] == 30 * 86400 and coming["due"] == 2
+        assert coming["oldest_due"].startswith("2025-01-01")
+        assert json.loads(cli(database, "retention", "show", "--json").stdout)["due"] == 2
+
+        storage = database.storage()
+        storage.retention_every = 0.1
+        async with storage:
+            assert await storage.retention() == timedelta(days=30)
+            deadline = time.monotonic() + CHILD_TIMEOUT
+            while len(await database.rows("SELECT 1 FROM sessions")) > 2:
+                assert time.monotonic() < deadline, "the policy was never applied"
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # passes go on: the held session still stays
+        left = {str(row[0]) for row in await database.rows("SELECT session_id FROM sessions")}
+        assert left == {held, recent}
+        assert json.loads(cli(database, "stats", "--json").stdout)["retention"]["due"] == 0
+
+    assert cli(database, "retention", "off").stdout.strip() == "retention off"
+    assert json.loads(cli(database, "stats", "--json").stdout)["retention"] is None
+
+
+async def test_retention_removes_one_session_per_transaction_and_appends_keep_their_pace(
+    database: Database,
+) -> None:
+    """Many stale sessions go while an agent appends on the same storage: each removal is a short transaction of
+    its own, so no append waits for the whole pass."""
+    async with database.storage() as storage:
+        for _ in range(120):
+            await storage.save_event(UserMessage("old words " * 50), EventContext.for_stream(uuid4()))
+    await database.rows(f"UPDATE sessions SET updated_at = {OLD}")
+    storage = database.storage()
+    storage.retention_every = 3600  # the pass below is the only one after the first
+    context = EventContext.for_stream(uuid4())
+    async with storage:
+        await storage.save_event(UserMessage("live"), context)
+        await storage.set_retention(timedelta(days=1))
+        slowest, started = 0.0, time.monotonic()
+        while len(await database.rows("SELECT 1 FROM sessions")) > 1:
+            assert time.monotonic() - started < CHILD_TIMEOUT
+            began = time.monotonic()
+            await storage.save_event(UserMessage("step"), context)
+            slowest = max(slowest, time.monotonic() - began)
+        assert slowest < 0.25, slowest
+        assert len(await storage.get_history(context.stream.id)) > 1
