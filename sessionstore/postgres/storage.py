@@ -45,7 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..codec import Codec
 from ..durable import DurableStorage, Rewrite, event_row
-from ..errors import DatabaseUnavailableError
+from ..errors import AccessDeniedError, DatabaseUnavailableError
 from ..schema import queries
 from ..storage import (
     BUSY_TIMEOUT,
@@ -197,6 +197,15 @@ _DB_ERRORS = (
     asyncpg.InternalClientError,
     asyncio.TimeoutError,
 )
+
+
+def _not_owned(sid: str) -> AccessDeniedError:
+    """A write to a session this role cannot see although its id is taken: another role owns it (row-level
+    security, revision 0010; the unique index on ids answers for every role)."""
+    return AccessDeniedError(
+        f"session {sid} belongs to another database role: this role may neither read nor write it (row-level"
+        " security), so nothing was written"
+    )
 
 
 def _usable_after(exc: BaseException) -> bool:
@@ -536,7 +545,9 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
             made = (await conn.execute(text(NEW_SESSION), {"sid": sid, "parent": parent_row, "now": now})).scalar()
             if made is not None:
                 return int(made)
-            row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).one()  # another writer made it
+            row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()  # another writer made it
+            if row is None:  # or it is another role's, which this one cannot see
+                raise _not_owned(sid)
         if row[2] < now - UPDATED_AT_SLACK:
             await conn.execute(text(queries.STAMP_SESSION), {"now": now, "id": row[0]})
         return int(row[0])
@@ -697,6 +708,8 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
                 if row_id is None:
                     await conn.execute(_NEW_BARE_SESSION, sid, _now())
                     row_id = await conn.fetchval(_FIND_ID, sid)
+                if row_id is None:
+                    raise _not_owned(sid)
                 if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id)):
                     raise held_error(sid, await conn.fetchval(_HELD_BY, row_id))
                 try:

@@ -40,7 +40,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0009"
+HEAD = "0010"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -111,6 +111,7 @@ OBJECTS_AT_HEAD_POSTGRESQL = (
     "0008.PG_TRANSCRIPT",
     "0006.PG_SESSION_OVERVIEW",
     "0009.PG_SEARCH_WORDS",
+    "0010.PG_OWNERS",
 )
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 
