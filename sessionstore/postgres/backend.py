@@ -45,7 +45,7 @@ _OBJECTS = (
 # What the policies need besides themselves (revision 0010): row-level security on for both tables, and views that
 # run as the role reading them (a view left running as its owner shows every role's sessions).
 _UNGUARDED = (
-    "SELECT c.relname, c.relkind FROM pg_class AS c WHERE c.relnamespace = current_schema()::regnamespace AND"
+    "SELECT c.relname, c.relkind = 'v' FROM pg_class AS c WHERE c.relnamespace = current_schema()::regnamespace AND"
     " ((c.relname IN ('sessions', 'events') AND c.relkind = 'r' AND NOT c.relrowsecurity)"
     " OR (c.relname IN ('session_overview', 'transcript') AND c.relkind = 'v'"
     " AND NOT coalesce('security_invoker=true' = ANY(c.reloptions), false)))"
@@ -180,10 +180,10 @@ class PostgresBackend:
             stored = {f"{kind} {name}" for kind, name in conn.execute(_OBJECTS)}
             wanted = objects_at_head(postgresql=True)
             altered = [f"{name.split()[1]} is missing" for name in wanted if name not in stored]
-            for name, kind in conn.execute(_UNGUARDED):
+            for name, view in conn.execute(_UNGUARDED):
                 altered.append(
                     f"view {name} runs as its owner (security_invoker is off): it shows every role's sessions"
-                    if kind == "v"
+                    if view
                     else f"row-level security is off on {name}: every role sees every session"
                 )
             for view in ("transcript", "session_overview"):
