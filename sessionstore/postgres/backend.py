@@ -163,8 +163,8 @@ class PostgresBackend:
 
     def check(self, *, repair: bool) -> CheckReport:
         """The revision, the functions, triggers, views, policies and search index against this version's (row-level
-        security on, the views run as their reader), orphaned events, and that the index is valid. The server keeps its own pages whole (and amcheck checks them): no integrity
-        check of a file here."""
+        security on, the views run as their reader), orphaned events, and that the index is valid. The server keeps
+        its own pages whole (and amcheck checks them): no integrity check of a file here."""
         if repair:
             raise NotOnPostgreSQLError(
                 f"check --repair mends a SQLite file's views, triggers and FTS5 index; on PostgreSQL run"
