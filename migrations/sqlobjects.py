@@ -34,6 +34,7 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.script import ScriptDirectory
 
 __all__ = [
+    "Column",
     "ExtendedView",
     "FullTextIndex",
     "Function",
@@ -273,6 +274,22 @@ class Index(SQLObject):
 
     def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
         yield f"DROP INDEX IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
+class Column(SQLObject):
+    """A column one database alone has, which no statement names (its default fills it), so not in the models:
+    ``definition`` follows its name (``text NOT NULL DEFAULT CURRENT_USER``). Dropped with its values."""
+
+    table: str
+    name: str
+    definition: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} ADD COLUMN {self.name} {self.definition}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} DROP COLUMN IF EXISTS {self.name}"
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from alembic import op
-from sessionstore.migrations.sqlobjects import Group, Policy, RowSecurity, ViewOptions
+from sessionstore.migrations.sqlobjects import Column, Group, Policy, RowSecurity, ViewOptions
 
 revision: str = "0010"
 down_revision: str | Sequence[str] | None = "0009"
@@ -45,6 +44,7 @@ depends_on: str | Sequence[str] | None = None
 _MINE = "owner = current_user"
 _MY_SESSION = "EXISTS (SELECT FROM sessions WHERE sessions.id = events.session AND sessions.owner = current_user)"
 PG_OWNERS = Group(
+    Column("sessions", "owner", "text NOT NULL DEFAULT CURRENT_USER"),
     Policy("sessions_owner", "sessions", f"USING ({_MINE}) WITH CHECK ({_MINE})"),
     Policy("events_owner", "events", f"USING ({_MY_SESSION}) WITH CHECK ({_MY_SESSION})"),
     RowSecurity("sessions"),
@@ -57,7 +57,6 @@ PG_OWNERS = Group(
 def upgrade() -> None:
     if op.get_context().dialect.name != "postgresql":
         return
-    op.add_column("sessions", sa.Column("owner", sa.Text(), nullable=False, server_default=sa.text("CURRENT_USER")))
     op.create_object(PG_OWNERS)
 
 
@@ -65,4 +64,3 @@ def downgrade() -> None:
     if op.get_context().dialect.name != "postgresql":
         return
     op.drop_object(PG_OWNERS)
-    op.drop_column("sessions", "owner")
