@@ -4,8 +4,9 @@
     python3 bench/pg_rls.py --durable        # PostgreSQL's default durability: each commit flushed
     python3 bench/pg_rls.py --rounds 4 --appends 50 --events 1000     # quick
 
-One server, the team of the tests (``tests/postgres/_pgteam.py``: a role owning the schema, a person in a group
-holding the grants). Three ways to read and write the same rows, each once per round, in alternating order:
+One server, the team of the tests (``tests/postgres/_pgteam.py``, set up by docs/postgresql.md's commands: a
+role owning the schema, a person in a group holding the grants). Three ways to read and write the same rows,
+each once per round, in alternating order:
 
 * ``owner``: the role that owns the tables, which row-level security does not apply to (the administrator; what
   every deployment that connects as the schema's owner, as before 0010, runs);
@@ -32,12 +33,11 @@ from uuid import UUID, uuid4
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # pg_server: the tests' own server
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "postgres"))
 
-from _pgteam import team  # noqa: E402
-from pg_server import running  # noqa: E402
+from _pgteam import team
+from pg_server import running
 
-from sessionstore import EventContext, ModelMessage, UserMessage  # noqa: E402
-from sessionstore.postgres import PostgresStorage  # noqa: E402
-from sessionstore.postgres import migrate as pgmigrate  # noqa: E402
+from sessionstore import EventContext, ModelMessage, UserMessage
+from sessionstore.postgres import PostgresStorage
 
 TEXT = " ".join(f"word{i % 50}" for i in range(60))
 # 0010's alternative: the events carry their owner (and its policy compares it); a write is checked through its
@@ -114,9 +114,6 @@ def main() -> None:
     with running(durable=args.durable) as server:
         first, second = team(server), team(server)
         try:
-            for each in (first, second):
-                pgmigrate.migrate(each.url("owner"))
-                each.grant()
             server.psql(COLUMN, second.database)
             urls = {"owner": first.url("owner"), "policy": first.url("ann"), "column": second.url("ann")}
             # The histories are a person's (ann's); the owner reads ann's on the first database.

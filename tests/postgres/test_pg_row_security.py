@@ -2,8 +2,8 @@
 their events, through the library, the installed command line, the views and raw SQL alike; the administrator
 (the role owning the tables, and whoever is granted it) sees everything.
 
-Real roles on the tests' server, set up as docs/postgresql.md says (``_pgteam.py``): ann and bob in a group
-holding the grants, carol granted the owner role.
+Real roles on the tests' server, set up by running the commands docs/postgresql.md shows (``_pgteam.py``): ann
+and bob in a group holding the grants, carol granted the owner role.
 """
 
 from __future__ import annotations
@@ -33,12 +33,9 @@ from sessionstore.postgres import migrate as pgmigrate
 
 @pytest.fixture
 def crew(pg_server: PostgresServer) -> Iterator[Team]:
-    """A team whose owner upgraded the database with the installed command, then granted the group."""
+    """A team set up by the docs' own commands (the owner upgrades the database with the installed command)."""
     made = team(pg_server)
     try:
-        upgraded = run("db", "upgrade", "--db", made.url("owner", driver="postgresql"))
-        assert upgraded.returncode == 0, upgraded.stderr
-        made.grant()
         yield made
     finally:
         made.remove()
