@@ -223,3 +223,16 @@ def test_0010_gives_stored_sessions_to_the_upgrader_and_goes_back(pg_server: Pos
     pgmigrate.migrate(pg_empty_url, "0009", "downgrade")
     assert pg_server.schema(database) == before
     assert asyncio.run(fetch(pg_empty_url, "SELECT payload FROM events")) == [('{"content":"from 0009"}',)]
+
+
+def test_a_role_without_the_grants_is_refused_by_name(crew: Team) -> None:
+    stranger = f"{crew.prefix}_dan"
+    crew.server.psql(f"CREATE ROLE {stranger} LOGIN PASSWORD 'dan-secret'")
+    try:
+        url = f"postgresql://{stranger}:dan-secret@127.0.0.1:{crew.server.port}/{crew.database}"
+        done = run("list", env=child_env(SESSIONSTORE_DB=url))
+        assert done.returncode != 0
+        assert "refused this role" in done.stderr and "permission denied for table" in done.stderr, done.stderr
+        assert "dan-secret" not in done.stderr
+    finally:
+        crew.server.psql(f"DROP ROLE {stranger}")
