@@ -23,7 +23,7 @@ give its own away, or write an event into another's session (``WITH CHECK``).
 * Sessions already stored belong to the role that runs this upgrade (the default, taken once); the
   administrator hands them out with ``UPDATE sessions SET owner = ...``.
 * Advisory locks (holds) are not rows: a role can see that a session id is held, and take the lock of a session
-  it cannot read (which stops only its holds), not read or write it.
+  it cannot read, which stands in its owner's way (a hold) but reads or changes none of its rows.
 
 SQLite is unchanged: a file belongs to its owner. The downgrade drops the column, the policies and the views'
 option, and every role sees every session again.
