@@ -53,6 +53,9 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 
 # PostgreSQL's full-text index is over an expression (the transcript's text), which the models cannot state.
 _EXPRESSION_INDEXES = {"postgresql": {"events_fts"}}
+# Columns one database alone has, which no statement names (a default fills them), so not in the models: a
+# session's owner, for PostgreSQL's row-level security (revision 0011).
+_DATABASE_COLUMNS = {"postgresql": {("sessions", "owner")}}
 
 
 def _virtual_tables(connection: Connection) -> set[str]:
@@ -64,8 +67,9 @@ def _virtual_tables(connection: Connection) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
-def _include_name_for(virtual: set[str], indexes: set[str]) -> Any:
-    """Autogenerate's filter: everything but virtual tables and their shadow tables, and expression indexes.
+def _include_name_for(virtual: set[str], indexes: set[str], columns: set[tuple[str, str]]) -> Any:
+    """Autogenerate's filter: everything but virtual tables and their shadow tables, expression indexes, and the
+    columns one database alone has.
 
     Listing what to *exclude* (rather than including only the models' tables)
     keeps a stray table created by a revision visible as drift.
@@ -74,6 +78,8 @@ def _include_name_for(virtual: set[str], indexes: set[str]) -> Any:
     def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
         if type_ == "table" and name is not None:
             return not any(name == v or name.startswith(f"{v}_") for v in virtual)
+        if type_ == "column":
+            return (parent_names.get("table_name"), name) not in columns
         return not (type_ == "index" and name in indexes)
 
     return include_name
@@ -119,7 +125,9 @@ def _run(connection: Connection) -> None:
         transactional_ddl=True,  # true of SQLite, and every run here is inside one explicit transaction
         compare_type=True,
         include_name=_include_name_for(
-            _virtual_tables(connection), _EXPRESSION_INDEXES.get(connection.dialect.name, set())
+            _virtual_tables(connection),
+            _EXPRESSION_INDEXES.get(connection.dialect.name, set()),
+            _DATABASE_COLUMNS.get(connection.dialect.name, set()),
         ),
         include_object=_include_object_for(_inline_foreign_keys(connection)),
         render_item=_render_item,

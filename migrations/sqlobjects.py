@@ -34,6 +34,7 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.script import ScriptDirectory
 
 __all__ = [
+    "Column",
     "ExtendedView",
     "FullTextIndex",
     "Function",
@@ -41,11 +42,14 @@ __all__ = [
     "Group",
     "Index",
     "Part",
+    "Policy",
+    "RowSecurity",
     "SQLObject",
     "Table",
     "TableTrigger",
     "Trigger",
     "View",
+    "ViewOptions",
     "VirtualTable",
     "find",
 ]
@@ -270,6 +274,68 @@ class Index(SQLObject):
 
     def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
         yield f"DROP INDEX IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
+class Column(SQLObject):
+    """A column one database alone has, which no statement names (its default fills it), so not in the models:
+    ``definition`` follows its name (``text NOT NULL DEFAULT CURRENT_USER``). Dropped with its values."""
+
+    table: str
+    name: str
+    definition: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} ADD COLUMN {self.name} {self.definition}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} DROP COLUMN IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
+class Policy(SQLObject):
+    """A PostgreSQL row-level security policy: ``definition`` follows ``ON`` its table (``USING (...) WITH CHECK
+    (...)``)."""
+
+    name: str
+    table: str
+    definition: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"CREATE POLICY {self.name} ON {self.table} {self.definition}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"DROP POLICY IF EXISTS {self.name} ON {self.table}"
+
+
+@dataclass(frozen=True)
+class RowSecurity(SQLObject):
+    """Row-level security switched on for a PostgreSQL table (its policies say which rows a role sees), and off
+    again when dropped."""
+
+    table: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} ENABLE ROW LEVEL SECURITY"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} DISABLE ROW LEVEL SECURITY"
+
+
+@dataclass(frozen=True)
+class ViewOptions(SQLObject):
+    """Options set on an existing PostgreSQL view (``security_invoker``), reset when dropped; ``options`` are
+    ``name = value`` pairs, comma-separated."""
+
+    view: str
+    options: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER VIEW {self.view} SET ({self.options})"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        names = ", ".join(option.split("=")[0].strip() for option in self.options.split(","))
+        yield f"ALTER VIEW IF EXISTS {self.view} RESET ({names})"
 
 
 class Group(SQLObject):

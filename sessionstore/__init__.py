@@ -7,6 +7,7 @@ lives in :mod:`sessionstore.cli` and is not imported by ``import sessionstore``.
 
 from .codec import Codec, JsonCodec
 from .errors import (
+    AccessDeniedError,
     ConnectionOverloadedError,
     DatabaseBusyError,
     DatabaseCorruptError,
@@ -62,6 +63,7 @@ __all__ = [
     "AgentSession",
     "BaseEvent",
     "Codec",
+    "AccessDeniedError",
     "ConnectionOverloadedError",
     "DatabaseBusyError",
     "DatabaseCorruptError",

@@ -131,6 +131,11 @@ class DatabaseUnavailableError(StorageError):
     """
 
 
+class AccessDeniedError(StorageError):
+    """The database refused this role (PostgreSQL): a privilege it was not granted, or a session another role owns
+    (row-level security: a role reads and writes only the sessions it made); nothing was written."""
+
+
 class SchemaError(StorageError):
     """The file's schema revision does not match this version of sessionstore."""
 

@@ -268,6 +268,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.UnsafeFileError,
                 errors.DatabaseUnavailableError,
                 errors.NotOnPostgreSQLError,
+                errors.AccessDeniedError,
                 errors.ParentSessionMissingError,
             )
         },

@@ -40,6 +40,15 @@ _OBJECTS = (
     " WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace"
     " UNION ALL SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'INDEX' END, c.relname FROM pg_class AS c"
     " WHERE c.relkind IN ('v', 'i') AND c.relnamespace = current_schema()::regnamespace"
+    " UNION ALL SELECT 'POLICY', p.policyname FROM pg_policies AS p WHERE p.schemaname = current_schema()"
+)
+# What the policies need besides themselves (revision 0011): row-level security on for both tables, and views that
+# run as the role reading them (a view left running as its owner shows every role's sessions).
+_UNGUARDED = (
+    "SELECT c.relname, c.relkind = 'v' FROM pg_class AS c WHERE c.relnamespace = current_schema()::regnamespace AND"
+    " ((c.relname IN ('sessions', 'events') AND c.relkind = 'r' AND NOT c.relrowsecurity)"
+    " OR (c.relname IN ('session_overview', 'transcript', 'usage') AND c.relkind = 'v'"
+    " AND NOT coalesce('security_invoker=true' = ANY(c.reloptions), false)))"
 )
 _INDEX_VALID = (
     "SELECT i.indisvalid AND i.indisready FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
@@ -153,9 +162,9 @@ class PostgresBackend:
         )
 
     def check(self, *, repair: bool) -> CheckReport:
-        """The revision, the functions, triggers, views and search index against this version's, orphaned events,
-        and that the index is valid. The server keeps its own pages whole (and amcheck checks them): no integrity
-        check of a file here."""
+        """The revision, the functions, triggers, views, policies and search index against this version's (row-level
+        security on, the views run as their reader), orphaned events, and that the index is valid. The server keeps
+        its own pages whole (and amcheck checks them): no integrity check of a file here."""
         if repair:
             raise NotOnPostgreSQLError(
                 f"check --repair mends a SQLite file's views, triggers and FTS5 index; on PostgreSQL run"
@@ -171,6 +180,12 @@ class PostgresBackend:
             stored = {f"{kind} {name}" for kind, name in conn.execute(_OBJECTS)}
             wanted = objects_at_head(postgresql=True)
             altered = [f"{name.split()[1]} is missing" for name in wanted if name not in stored]
+            for name, view in conn.execute(_UNGUARDED):
+                altered.append(
+                    f"view {name} runs as its owner (security_invoker is off): it shows every role's sessions"
+                    if view
+                    else f"row-level security is off on {name}: every role sees every session"
+                )
             for view in ("transcript", "session_overview"):
                 if f"VIEW {view}" in stored:
                     conn.execute(f"SELECT * FROM {view} LIMIT 1").fetchall()  # an error here is the check's answer

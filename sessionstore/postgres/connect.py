@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import greenlet  # type: ignore[import-untyped]
 
 from ..errors import (
+    AccessDeniedError,
     DatabaseBusyError,
     DatabaseFullError,
     DatabaseNotFoundError,
@@ -309,6 +310,7 @@ _STATES: dict[str, tuple[type[StorageError], str]] = {
     "25006": (DatabaseReadOnlyError, "is read-only here (a standby, or a read-only transaction)"),
     "3D000": (DatabaseNotFoundError, "does not exist"),
     "28": (StorageError, "refused the login (user or password)"),
+    "42501": (AccessDeniedError, "refused this role (a privilege it lacks, or a session another role owns)"),
     "22021": (EventEncodeError, "cannot store text holding a NUL character or bytes that are not UTF-8"),
     "22P05": (EventEncodeError, "cannot store text holding a NUL character or bytes that are not UTF-8"),
 }

@@ -44,7 +44,7 @@ import asyncpg  # type: ignore[import-untyped]
 
 from ..codec import TOKEN_COLUMNS, Codec
 from ..durable import DurableStorage, Rewrite, event_row
-from ..errors import DatabaseUnavailableError
+from ..errors import AccessDeniedError, DatabaseUnavailableError, StorageError
 from ..schema import queries
 from ..storage import (
     BUSY_TIMEOUT,
@@ -204,6 +204,15 @@ _DB_ERRORS = (
 )
 
 
+def _not_owned(sid: str) -> AccessDeniedError:
+    """A write to a session this role cannot see although its id is taken: another role owns it (row-level
+    security, revision 0011; the unique index on ids answers for every role)."""
+    return AccessDeniedError(
+        f"session {sid} belongs to another database role: this role may neither read nor write it (row-level"
+        " security), so nothing was written"
+    )
+
+
 class _Lost(Exception):
     """An append sent on a connection that was lost before its answer came: committed or not, unknown. ``at`` is
     the ``created_at`` it gave its event, by which :meth:`PostgresStorage._settle` finds it, or not."""
@@ -249,6 +258,12 @@ class _Appenders:
             try:
                 guard = (PG_LOCK_CLASS, self.holder)
                 return await conn.fetchval(APPEND_ONE, sid, now, now - UPDATED_AT_SLACK, *values, *guard) is not None
+            except asyncpg.InsufficientPrivilegeError:
+                # Row-level security (revision 0011): the events policy looks for the session in the statement's
+                # snapshot, which lacks the row this statement made, so a role's first append to a session it has
+                # no row for yet is refused whole; the long way makes the row, then appends. (Another role's
+                # session is refused there, by name.)
+                return False
             except BaseException as exc:
                 if not usable_after(exc):
                     conn.terminate()  # never handed out again
@@ -375,6 +390,7 @@ class PostgresStorage(DurableStorage[Pool]):
         self._held: dict[str, int] = {}
         self._holds: Any = None
         self._holds_lock = asyncio.Lock()
+        self._retaking: asyncio.Future[None] | None = None  # the holds taken again after their connection was lost
         self._orphans: set[asyncio.Task[Any]] = set()
 
     _top_level = queries.TOP_LEVEL_POSTGRESQL
@@ -419,6 +435,9 @@ class PostgresStorage(DurableStorage[Pool]):
         if self._writes:
             await asyncio.wait(list(self._writes))
         holds, self._holds = self._holds, None
+        retaking, self._retaking = self._retaking, None
+        if retaking is not None:
+            retaking.cancel()
         if holds is not None and not holds.is_closed():
             try:  # the marks of what this storage still holds; the locks go with the connection
                 await holds.execute(_UNMARK_ALL, list(self._held.values()), self._holder)
@@ -446,6 +465,8 @@ class PostgresStorage(DurableStorage[Pool]):
         pool = await self._ready()
         if self._orphans:
             await asyncio.wait(list(self._orphans))
+        if self._held and self._holds is not None and self._holds.is_closed():  # lost: no write before they are back
+            await self._take_again()
         task = asyncio.ensure_future(write(pool))
         self._writes.add(task)
         task.add_done_callback(self._finished)
@@ -522,6 +543,8 @@ class PostgresStorage(DurableStorage[Pool]):
             if made is not None:
                 return int(made)
             row = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})  # another writer made it
+            if row is None:  # or it is another role's, which this one cannot see
+                raise _not_owned(sid)
         if row[2] < now - UPDATED_AT_SLACK:
             await pg.fetch(conn, queries.STAMP_SESSION, {"now": now, "id": row[0]})
         return int(row[0])
@@ -695,22 +718,31 @@ class PostgresStorage(DurableStorage[Pool]):
         async with self._holds_lock:
             if sid in self._held:
                 return
-            conn = await self._holds_connection()
             try:
+                conn = await self._holds_connection()
                 row_id = await conn.fetchval(_FIND_ID, sid)
                 if row_id is None:
                     await conn.execute(_NEW_BARE_SESSION, sid, _now())
                     row_id = await conn.fetchval(_FIND_ID, sid)
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id)):
+                if row_id is None:
+                    raise _not_owned(sid)
+                if not await self._take(conn, row_id):
                     raise held_error(sid, await conn.fetchval(_HELD_BY, row_id))
-                try:
-                    await conn.execute(_MARK_HELD, self._holder, row_id)
-                except BaseException:
-                    await conn.execute("SELECT pg_advisory_unlock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id))
-                    raise
             except _DB_ERRORS as exc:
                 raise pg.from_postgres(exc, self._url) from exc
             self._held[sid] = int(row_id)
+
+    async def _take(self, conn: Any, row_id: int) -> bool:
+        """Take the session's advisory lock on the holds connection ``conn`` and mark its row held by this storage;
+        False, and nothing taken, while another connection holds it."""
+        if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id)):
+            return False
+        try:
+            await conn.execute(_MARK_HELD, self._holder, row_id)
+        except BaseException:
+            await conn.execute("SELECT pg_advisory_unlock($1, $2)", PG_LOCK_CLASS, pg_lock_key(row_id))
+            raise
+        return True
 
     async def let_go(self, stream_id: StreamId) -> None:
         """Stop holding the session (nothing if this storage does not hold it)."""
@@ -727,14 +759,50 @@ class PostgresStorage(DurableStorage[Pool]):
                 raise pg.from_postgres(exc, self._url) from exc
 
     async def _holds_connection(self) -> Any:
-        """The connection this storage's holds are taken on, made on first use; dead holders' marks cleared then."""
+        """The connection this storage's holds are taken on, made on first use; dead holders' marks cleared then.
+
+        Made anew after the last one was lost (a restart; a failover, where the promoted standby never had the
+        locks: they live in a server's memory), it takes every hold this storage had again, as :meth:`hold` does.
+        A session another storage took meanwhile is let go, this storage's mark on it cleared: its next write here
+        is refused (:class:`SessionHeldError`, naming the new holder), as any write to a session held elsewhere.
+        """
         if self._holds is None or self._holds.is_closed():
             assert self._appenders is not None
             self._holds = conn = await self._appenders.connect()
+            conn.add_termination_listener(self._holds_lost)
             self._appenders.holder_pid = await conn.fetchval("SELECT pg_backend_pid()")
             await conn.execute(_CLEAR_DEAD_HOLDERS, PG_LOCK_CLASS)
-            self._held.clear()  # a connection that was lost took its locks with it
+            for sid, row_id in list(self._held.items()):
+                if not await self._take(conn, row_id):
+                    del self._held[sid]
+                    await conn.execute(_UNMARK_HELD, row_id, self._holder)
+                    logger.warning(
+                        "%s: session %s was taken by another holder while the connection was lost", self.url, sid
+                    )
         return self._holds
+
+    def _holds_lost(self, conn: Any) -> None:
+        """asyncpg's word that the holds connection closed: unless the storage closed it, its holds are taken again
+        at once (in the background, waiting up to ``reconnect_timeout`` for a primary), not at the next write."""
+        if conn is self._holds and self._held and self._retaking is None:
+            self._retaking = asyncio.ensure_future(self._take_again_in_background())
+
+    async def _take_again(self) -> None:
+        """Take the holds again if their connection was lost (see :meth:`_holds_connection`)."""
+        async with self._holds_lock:
+            if self._holds is not None and self._holds.is_closed():  # not taken again meanwhile, nor closed for good
+                try:
+                    await self._holds_connection()
+                except _DB_ERRORS as exc:
+                    raise pg.from_postgres(exc, self._url) from exc
+
+    async def _take_again_in_background(self) -> None:
+        try:
+            await self._take_again()
+        except StorageError as exc:  # no primary yet: the next write tries again, and raises
+            logger.warning("%s: the holds could not be taken again yet: %s", self.url, exc)
+        finally:
+            self._retaking = None
 
     async def _refuse_held(self, conn: Any, row_id: int, sid: str) -> None:
         """Inside a write transaction, with the session's row locked: refuse if another connection holds it (a

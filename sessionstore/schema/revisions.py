@@ -40,7 +40,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0010"
+HEAD = "0011"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -113,6 +113,7 @@ OBJECTS_AT_HEAD_POSTGRESQL = (
     "0006.PG_SESSION_OVERVIEW",
     "0009.PG_SEARCH_WORDS",
     "0010.USAGE",
+    "0011.PG_OWNERS",
 )
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 

@@ -144,6 +144,7 @@ FILLERS = {
     "0008": fill_held,
     "0009": fill_held,
     "0010": fill_held,
+    "0011": fill_held,
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.

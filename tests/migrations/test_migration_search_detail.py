@@ -88,7 +88,7 @@ def test_a_failure_after_the_rebuild_leaves_the_old_index_as_it_was(
         boom='''
         """fails after 0008 (and the revisions after it) in the same upgrade"""
         revision = "9000"
-        down_revision = "0010"
+        down_revision = "{head}"
         branch_labels = None
         depends_on = None
 
@@ -99,7 +99,7 @@ def test_a_failure_after_the_rebuild_leaves_the_old_index_as_it_was(
 
         def downgrade() -> None:
             pass
-        '''
+        '''.replace("{head}", migrate.HEAD)
     )
     path = built("0007")
     trailing = add_unindexed_event(path)

@@ -377,7 +377,7 @@ def test_a_new_statement_is_found() -> None:
     found = statements()
     assert found["queries.HISTORY"] == queries.HISTORY
     assert found["reads.load_session"] == queries.OVERVIEW + " WHERE session_id = :sid"
-    assert "storage.hold" in found and "storage.hold#2" in found  # two inline statements of one method
+    assert "storage._take" in found and "storage._take#2" in found  # two inline statements of one method
     assert "backend.check" in found  # an f-string: classified by where it is
     with pytest.raises(KeyError):
         found["queries.TOP_LEVEL"]  # a condition, not a statement

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import statistics
 import subprocess
 import sys
@@ -29,9 +30,9 @@ from _pgcli import run
 from pg_server import PostgresServer, multi_host_url
 
 from sessionstore import EventContext, UserMessage
-from sessionstore.errors import DatabaseUnavailableError
+from sessionstore.errors import DatabaseUnavailableError, SessionHeldError
 from sessionstore.postgres import PostgresStorage
-from sessionstore.postgres.connect import redacted
+from sessionstore.postgres.connect import PG_LOCK_CLASS, pg_lock_key, redacted
 
 APPENDER = Path(__file__).with_name("_pg_ha_appender.py")
 
@@ -316,3 +317,60 @@ def test_an_append_whose_connection_is_lost_is_stored_once_whether_or_not_it_had
     messages = [record.getMessage() for record in caplog.records]
     settled = [message.rsplit(", which ", 1)[1] for message in messages if "connection was lost" in message]
     assert settled == ["had committed", "had not committed and is appended now"]
+
+
+def test_holds_are_taken_again_after_a_failover_and_one_taken_meanwhile_is_refused(
+    pg_pair: tuple[PostgresServer, PostgresServer, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A storage holds two sessions when the primary is killed and the standby promoted: the promoted server has
+    none of its advisory locks (they live in a server's memory). The storage takes them again by itself, without
+    waiting for a write, within the bound the guide states; one that another process took meanwhile (its lock
+    taken on the standby before the promotion, its mark written after) is let go, and the storage's next write to
+    it raises SessionHeldError naming the new holder, while the other session goes on."""
+    primary, standby, database = pg_pair
+    url = multi_host_url([primary, standby], database)
+    kept, taken = uuid4(), uuid4()
+    other_holder = "pid 1 on elsewhere (other.py, storage 1) since 2026-12-05 00:00:00 UTC"
+    locked = (
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid AND objid = $2::oid"
+        " AND objsubid = 2"
+    )
+
+    async def main() -> float:
+        async with PostgresStorage(url) as storage:
+            for sid in (kept, taken):
+                await storage.save_event(UserMessage("before"), EventContext.for_stream(sid))
+                await storage.hold(sid)
+            other = await asyncpg.connect(standby.url(database).replace("+asyncpg", ""))
+            try:
+                ids = {r[0]: r[1] for r in await other.fetch("SELECT session_id, id FROM sessions")}
+                keys = {sid: pg_lock_key(ids[sid.hex]) for sid in (kept, taken)}
+                # Another process takes `taken` on the standby (nothing there says the primary's storage has it).
+                assert await other.fetchval("SELECT pg_try_advisory_lock($1, $2)", PG_LOCK_CLASS, keys[taken])
+                await asyncio.to_thread(primary.kill)
+                await asyncio.to_thread(standby.promote)
+                promoted = time.monotonic()
+                await other.execute("UPDATE sessions SET held_by = $1 WHERE session_id = $2", other_holder, taken.hex)
+                # Taken again by itself: the lock of `kept` shows on the promoted server, held by another backend.
+                while not await other.fetch(locked, PG_LOCK_CLASS, keys[kept]):
+                    assert time.monotonic() - promoted < RECONNECT_BOUND, "the hold was not taken again"
+                    await asyncio.sleep(0.01)
+                retaken = time.monotonic() - promoted
+                async with PostgresStorage(url) as third:
+                    with pytest.raises(SessionHeldError, match=f"session {kept.hex} is held by pid "):
+                        await third.hold(kept)
+                await storage.save_event(UserMessage("after"), EventContext.for_stream(kept))
+                with pytest.raises(SessionHeldError, match=f"session {taken.hex} is held by {re.escape(other_holder)}"):
+                    await storage.save_event(UserMessage("after"), EventContext.for_stream(taken))
+                assert [e.content for e in await storage.get_history(kept)] == ["before", "after"]
+                assert [e.content for e in await storage.get_history(taken)] == ["before"]
+                return retaken
+            finally:
+                await other.close()
+
+    with caplog.at_level(logging.WARNING, logger="sessionstore"):
+        retaken = asyncio.run(main())
+    print(f"holds taken again {retaken:.2f} s after the promotion")
+    assert [m for m in (r.getMessage() for r in caplog.records) if "taken by another holder" in m] == [
+        f"{redacted(url)}: session {taken.hex} was taken by another holder while the connection was lost"
+    ]
