@@ -204,12 +204,12 @@ def test_a_role_that_does_not_own_the_schema_cannot_migrate_it(crew: Team) -> No
 
 
 def test_0011_gives_stored_sessions_to_the_upgrader_and_goes_back(pg_server: PostgresServer, pg_empty_url: str) -> None:
-    pgmigrate.migrate(pg_empty_url, "0009")
+    pgmigrate.migrate(pg_empty_url, "0010")
     stored = (
         "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at,"
         f" released, revision) VALUES ('{'a' * 32}', '/w', '[]', '[]', '{{}}', now(), now(), false, 0);"
         "INSERT INTO events (session, position, type, payload, created_at) SELECT id, 0, 'user_message',"
-        ' \'{"content":"from 0009"}\', now() FROM sessions'
+        ' \'{"content":"from 0010"}\', now() FROM sessions'
     )
     asyncio.run(fetch(pg_empty_url, stored))
     database = pg_empty_url.rsplit("/", 1)[1]
@@ -219,10 +219,10 @@ def test_0011_gives_stored_sessions_to_the_upgrader_and_goes_back(pg_server: Pos
     guarded = "SELECT relname FROM pg_class WHERE relrowsecurity ORDER BY relname"
     assert asyncio.run(fetch(pg_empty_url, guarded)) == [("events",), ("sessions",)]
     invokers = "SELECT relname FROM pg_class WHERE 'security_invoker=true' = ANY(reloptions) ORDER BY relname"
-    assert asyncio.run(fetch(pg_empty_url, invokers)) == [("session_overview",), ("transcript",)]
-    pgmigrate.migrate(pg_empty_url, "0009", "downgrade")
+    assert asyncio.run(fetch(pg_empty_url, invokers)) == [("session_overview",), ("transcript",), ("usage",)]
+    pgmigrate.migrate(pg_empty_url, "0010", "downgrade")
     assert pg_server.schema(database) == before
-    assert asyncio.run(fetch(pg_empty_url, "SELECT payload FROM events")) == [('{"content":"from 0009"}',)]
+    assert asyncio.run(fetch(pg_empty_url, "SELECT payload FROM events")) == [('{"content":"from 0010"}',)]
 
 
 def test_a_role_without_the_grants_is_refused_by_name(crew: Team) -> None:
