@@ -20,15 +20,25 @@ from __future__ import annotations
 __all__ = [
     "ADVISORY_HOLDS_POSTGRESQL",
     "APPEND_EVENT",
+    "BRANCHES",
     "CLEAR_HOLDER",
     "DATABASE_SIZE_POSTGRESQL",
     "DELETE_EVENTS_FROM",
     "DELETE_SESSION",
+    "DETACH_HEIRS",
     "EVENTS_OF",
     "EVENT_ID_RANGE",
     "EVENT_ROWS",
     "EVENT_TYPES",
     "FIND_SESSION",
+    "FORKS_ABOVE",
+    "FORK_EVENTS",
+    "FORK_EVENTS_BYTES",
+    "FORK_ORIGIN",
+    "FORK_RECENT",
+    "FORK_RECENT_BYTES",
+    "FORK_SESSION",
+    "GIVE_SHARED_ROWS",
     "HISTORY",
     "HOLDER",
     "HOLD_SESSION",
@@ -41,6 +51,7 @@ __all__ = [
     "MARKED_HOLDERS",
     "MARK_INDEXED",
     "MERGE_INDEX",
+    "MOVE_EVENTS",
     "NEW_SESSION",
     "NEW_SESSION_POSTGRESQL",
     "NEXT_MARK",
@@ -49,6 +60,8 @@ __all__ = [
     "PARENT_OF",
     "RECENT_EVENTS",
     "RECENT_EVENTS_BYTES",
+    "RECENT_EVENTS_POSTGRESQL",
+    "REPOINT_FORKS",
     "RESET_MARK",
     "RESOLVE_PREFIX",
     "REVISION",
@@ -57,6 +70,7 @@ __all__ = [
     "SEARCH_POSTGRESQL",
     "SESSION_COUNT",
     "SESSION_IDS",
+    "SET_FORKED_AT",
     "SET_PARENT",
     "SET_TITLE",
     "STAMP_SESSION",
@@ -76,7 +90,8 @@ __all__ = [
 # -- writes ------------------------------------------------------------------------------------------------------------
 
 FIND_SESSION = (
-    "SELECT sessions.id, sessions.revision, sessions.updated_at FROM sessions WHERE sessions.session_id = :sid"
+    "SELECT sessions.id, sessions.revision, sessions.updated_at, sessions.forked_from FROM sessions WHERE "
+    "sessions.session_id = :sid"
 )
 
 # A session written to before it was ever saved (a storage used without the registry, a subagent's stream) gets a bare
@@ -103,8 +118,9 @@ STAMP_SESSION = "UPDATE sessions SET updated_at=:now WHERE sessions.id = :id"
 # take the same one.
 APPEND_EVENT = (
     "INSERT INTO events (session, position, type, payload, role, text, text_path, created_at) SELECT :id AS anon_1, "
-    "coalesce(max(events.position), -1) + 1 AS anon_2, :type AS anon_3, :payload AS anon_4, :role AS anon_5, :text AS "
-    "anon_6, :text_path AS anon_7, :now AS anon_8 FROM events WHERE events.session = :id"
+    "coalesce(max(events.position) + 1, (SELECT coalesce(sessions.forked_at, 0) AS coalesce_2 FROM sessions WHERE "
+    "sessions.id = :id)) AS coalesce_1, :type AS anon_2, :payload AS anon_3, :role AS anon_4, :text AS anon_5, "
+    ":text_path AS anon_6, :now AS anon_7 FROM events WHERE events.session = :id"
 )
 
 INSERT_EVENT = (
@@ -116,6 +132,66 @@ DELETE_EVENTS_FROM = "DELETE FROM events WHERE events.session = :id AND events.p
 
 # Its events and its subagents (theirs too, with their events) go with it (ON DELETE CASCADE).
 DELETE_SESSION = "DELETE FROM sessions WHERE sessions.session_id = :sid"
+
+# Forks and earlier branches (revision 0010): a fork shares its parent's events below its ``forked_at``; rows a fork
+# shares never change in place.
+FORK_ORIGIN = (
+    "SELECT sessions.id, sessions.forked_from, sessions.forked_at, coalesce((SELECT max(events.position) + 1 AS anon_1 "
+    "FROM events WHERE events.session = sessions.id), sessions.forked_at, 0) AS coalesce_1 FROM sessions WHERE "
+    "sessions.session_id = :sid"
+)
+
+FORK_SESSION = (
+    "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title, created_at, updated_at, "
+    "released, revision, forked_from, forked_at, branch_of) SELECT :sid AS anon_1, p.cwd, p.additional_directories, "
+    "p.mcp_servers, p.meta, (SELECT o.title FROM session_overview AS o WHERE p.session_id = o.session_id) AS anon_2, "
+    ":now AS anon_3, :now AS anon_4, CAST(0 AS BOOLEAN) AS released, 0 AS anon_5, :forked_from AS anon_6, :forked_at "
+    "AS anon_7, :branch_of AS anon_8 FROM sessions AS p WHERE p.id = :id RETURNING id"
+)
+
+# Whether a fork reads the session's rows at ``:position`` or later (a rewrite from there must keep them).
+FORKS_ABOVE = (
+    "SELECT sessions.id FROM sessions WHERE sessions.forked_from = :id AND sessions.forked_at > :position LIMIT 1"
+)
+
+# A rewrite from ``:position`` moves the rows there and after to the earlier branch ``:branch``, and the forks that read
+# them follow.
+MOVE_EVENTS = "UPDATE events SET session=:branch WHERE events.session = :id AND events.position >= :position"
+
+REPOINT_FORKS = (
+    "UPDATE sessions SET forked_from=:branch WHERE sessions.forked_from = :id AND sessions.forked_at > :position AND "
+    "sessions.id != :branch"
+)
+
+SET_FORKED_AT = "UPDATE sessions SET forked_at=:position WHERE sessions.id = :id"
+
+# Before a session is deleted, a fork of it (or of its subagents or earlier branches) gets the rows it shared copied
+# into its own, and then shares nothing: it stays whole.
+GIVE_SHARED_ROWS = (
+    "WITH RECURSIVE doomed(id) AS (SELECT sessions.id AS id FROM sessions WHERE sessions.session_id = :sid UNION "
+    "SELECT x.id AS id FROM sessions AS x JOIN doomed ON x.parent = doomed.id OR x.branch_of = doomed.id), heirs AS "
+    "(SELECT h.id AS id, h.forked_from AS forked_from, h.forked_at AS forked_at FROM sessions AS h WHERE h.forked_from "
+    "IN (SELECT doomed.id FROM doomed) AND (h.id NOT IN (SELECT doomed.id FROM doomed))), shared(owner, session, "
+    "below) AS (SELECT heirs.id AS owner, heirs.forked_from AS session, heirs.forked_at AS below FROM heirs UNION ALL "
+    "SELECT shared.owner AS owner, y.forked_from AS forked_from, y.forked_at AS forked_at FROM shared, sessions AS y "
+    "WHERE y.id = shared.session AND y.forked_from IS NOT NULL) INSERT INTO events (session, position, type, payload, "
+    "created_at, role, text, text_path) SELECT shared.owner, e.position, e.type, e.payload, e.created_at, e.role, "
+    "e.text, e.text_path FROM shared JOIN events AS e ON e.session = shared.session AND e.position < shared.below"
+)
+
+DETACH_HEIRS = (
+    "WITH RECURSIVE doomed(id) AS (SELECT sessions.id AS id FROM sessions WHERE sessions.session_id = :sid UNION "
+    "SELECT x.id AS id FROM sessions AS x JOIN doomed ON x.parent = doomed.id OR x.branch_of = doomed.id), heirs AS "
+    "(SELECT h.id AS id, h.forked_from AS forked_from, h.forked_at AS forked_at FROM sessions AS h WHERE h.forked_from "
+    "IN (SELECT doomed.id FROM doomed) AND (h.id NOT IN (SELECT doomed.id FROM doomed))) UPDATE sessions SET "
+    "forked_from=NULL, forked_at=NULL WHERE sessions.id IN (SELECT heirs.id FROM heirs)"
+)
+
+# A session's earlier branches, oldest first (show --all, export).
+BRANCHES = (
+    "SELECT b.session_id FROM sessions AS b WHERE b.branch_of = (SELECT l.id FROM sessions AS l WHERE l.session_id = "
+    ":sid) ORDER BY b.id"
+)
 
 # Holding (revision 0007): who holds a session, written for people; its lock says whether that holder lives.
 HOLDER = "SELECT sessions.id, sessions.held_by FROM sessions WHERE sessions.session_id = :sid"
@@ -196,8 +272,8 @@ UNINDEXED_EVENTS = (
 # A session's events in order, with the session's row id and revision (one row with NULL events for a session that has
 # none): one round trip, for PostgreSQL.
 HISTORY = (
-    "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s LEFT OUTER JOIN events AS e ON e.session = s.id "
-    "WHERE s.session_id = :sid ORDER BY e.position"
+    "SELECT s.id, s.revision, e.type, e.payload, s.forked_from FROM sessions AS s LEFT OUTER JOIN events AS e ON "
+    "e.session = s.id WHERE s.session_id = :sid ORDER BY e.position"
 )
 
 # A session's events in order, by its row id; and the same for a history holding text that is not UTF-8 (edited by
@@ -224,6 +300,51 @@ RECENT_EVENTS_BYTES = (
     "WHERE sessions.session_id = :sid) ORDER BY events.position DESC LIMIT :last) AS w ORDER BY w.position"
 )
 
+# The same with each row's position, on PostgreSQL: a window shorter than asked that does not start at 0 is a fork's,
+# read again with FORK_RECENT.
+RECENT_EVENTS_POSTGRESQL = (
+    "SELECT w.position, w.type, w.payload FROM (SELECT events.position AS position, events.type AS type, "
+    "events.payload AS payload FROM events WHERE events.session = (SELECT sessions.id FROM sessions WHERE "
+    "sessions.session_id = :sid) ORDER BY events.position DESC LIMIT :last) AS w ORDER BY w.position"
+)
+
+# A fork's history by its row id: its segments' rows in one statement (each a range of the index on (session,
+# position)); and as bytes. A session that shares nothing reads STORED_EVENTS.
+FORK_EVENTS = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT e.type, e.payload FROM chain JOIN events AS e ON e.session = chain.session AND "
+    "(chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
+)
+
+FORK_EVENTS_BYTES = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT CAST(e.type AS BLOB) AS type, CAST(e.payload AS BLOB) AS payload FROM chain JOIN events "
+    "AS e ON e.session = chain.session AND (chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
+)
+
+# A fork's newest events, oldest of them first; and as bytes.
+FORK_RECENT = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT w.type, w.payload FROM (SELECT e.position AS position, e.type AS type, e.payload AS "
+    "payload FROM chain JOIN events AS e ON e.session = chain.session AND (chain.below IS NULL OR e.position < "
+    "chain.below) ORDER BY e.position DESC LIMIT :last) AS w ORDER BY w.position"
+)
+
+FORK_RECENT_BYTES = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT w.type, w.payload FROM (SELECT e.position AS position, CAST(e.type AS BLOB) AS type, "
+    "CAST(e.payload AS BLOB) AS payload FROM chain JOIN events AS e ON e.session = chain.session AND (chain.below IS "
+    "NULL OR e.position < chain.below) ORDER BY e.position DESC LIMIT :last) AS w ORDER BY w.position"
+)
+
 # What import compares a stored session's events with.
 EVENT_ROWS = (
     "SELECT events.position, events.type, events.payload FROM events WHERE events.session = :id ORDER BY "
@@ -232,8 +353,12 @@ EVENT_ROWS = (
 
 # What a person reads of each event: its role and text (or where in the payload the text is).
 EVENTS_OF = (
-    "SELECT e.position, e.type, e.payload, e.created_at, e.role, e.text, e.text_path FROM events AS e JOIN sessions AS "
-    "s ON s.id = e.session WHERE s.session_id = :sid ORDER BY e.position"
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = (SELECT sessions.id FROM "
+    "sessions WHERE sessions.session_id = :sid) UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT e.position, e.type, "
+    "e.payload, e.created_at, e.role, e.text, e.text_path FROM chain JOIN events AS e ON e.session = chain.session AND "
+    "(chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
 )
 
 # The same of a file from before revision 0003, which stores no role or text (the codec describes them).
@@ -247,7 +372,8 @@ OVERVIEW = (
     "SELECT session_overview.session_id, session_overview.title, session_overview.title_set, session_overview.cwd, "
     "session_overview.additional_directories, session_overview.mcp_servers, session_overview.meta, "
     "session_overview.created_at, session_overview.updated_at, session_overview.released, session_overview.events, "
-    "session_overview.parent_id FROM session_overview"
+    "session_overview.parent_id, session_overview.forked_from_id, session_overview.forked_at, "
+    "session_overview.branch_of_id FROM session_overview"
 )
 
 # The same of a file from before session_overview had every column it lists (revision 0006): stored titles only, counts
@@ -257,11 +383,13 @@ LEGACY_OVERVIEW = (
     "SELECT session_overview.session_id, session_overview.title, session_overview.title_set, session_overview.cwd, "
     "session_overview.additional_directories, session_overview.mcp_servers, session_overview.meta, "
     "session_overview.created_at, session_overview.updated_at, session_overview.released, session_overview.events, "
-    "session_overview.parent_id FROM (SELECT sessions.session_id AS session_id, sessions.title AS title, "
+    "session_overview.parent_id, session_overview.forked_from_id, session_overview.forked_at, "
+    "session_overview.branch_of_id FROM (SELECT sessions.session_id AS session_id, sessions.title AS title, "
     "sessions.title IS NOT NULL AS title_set, sessions.cwd AS cwd, sessions.additional_directories AS "
     "additional_directories, sessions.mcp_servers AS mcp_servers, sessions.meta AS meta, sessions.created_at AS "
     "created_at, sessions.updated_at AS updated_at, sessions.released AS released, (SELECT count(*) AS count_1 FROM "
-    "events AS c WHERE c.session = sessions.id) AS events, NULL AS parent_id FROM sessions) AS session_overview"
+    "events AS c WHERE c.session = sessions.id) AS events, NULL AS parent_id, NULL AS forked_from_id, NULL AS "
+    "forked_at, NULL AS branch_of_id FROM sessions) AS session_overview"
 )
 
 # The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.
