@@ -224,7 +224,8 @@ def record_of(row: Sequence[Any]) -> SessionRecord:
     record is still listed, the column reads as empty, and its raw text is kept
     under ``meta["sessionstore.unreadable"][column]``, so nothing is silently lost.
     """
-    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events, parent = row
+    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events, parent = row[:12]
+    forked_from, forked_at, branch_of = row[12:15]
     unreadable: dict[str, str] = {}
     directories = _json_column(dirs, list, "additional_directories", unreadable)
     mcp_servers = _json_column(servers, list, "mcp_servers", unreadable)
@@ -244,6 +245,9 @@ def record_of(row: Sequence[Any]) -> SessionRecord:
         parent_id=None if parent is None else str(parent),
         events=int(events),
         derived_title=title is not None and not title_set,
+        forked_from=None if forked_from is None else str(forked_from),
+        forked_at=None if forked_at is None else int(forked_at),
+        branch_of=None if branch_of is None else str(branch_of),
     )
 
 

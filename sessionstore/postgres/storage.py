@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -44,7 +45,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..codec import Codec
-from ..durable import DurableStorage, Rewrite, event_row
+from ..durable import DELETE_SESSION, DurableStorage, Rewrite, Steps, event_row, fork_steps, replace_steps
 from ..errors import DatabaseUnavailableError
 from ..schema import queries
 from ..storage import (
@@ -123,7 +124,8 @@ WITH locked AS (
     UNION ALL SELECT id FROM made
 )
 INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
-SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+SELECT target.id, COALESCE((SELECT MAX(position) + 1 FROM events WHERE session = target.id),
+       (SELECT COALESCE(forked_at, 0) FROM sessions WHERE id = target.id)),
        $4, $5, $6, $7, $8, $2
 FROM target
 ON CONFLICT (session, position) DO NOTHING
@@ -160,7 +162,8 @@ WITH input AS (
     UNION ALL SELECT id, session_id FROM made
 ), appended AS (
     INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
-    SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+    SELECT target.id, COALESCE((SELECT MAX(position) + 1 FROM events WHERE session = target.id),
+       (SELECT COALESCE(forked_at, 0) FROM sessions WHERE id = target.id)),
            input.type, input.payload, input.role, input.text, input.text_path, $2
     FROM target JOIN input ON input.sid = target.session_id
     ON CONFLICT (session, position) DO NOTHING
@@ -334,6 +337,17 @@ class _Appenders:
 _last_now = datetime.min
 
 
+async def _run_steps(conn: AsyncConnection, steps: Steps[T]) -> T:
+    """:func:`~sessionstore.durable.run_steps` on PostgreSQL: each statement awaited on ``conn``."""
+    result = None
+    try:
+        while True:
+            sql, params = steps.send(result)
+            result = await conn.execute(text(sql), params)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
 def _now() -> datetime:
     """Now, as a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns), and never
     the same microsecond twice in a process (an append's created_at tells it from any other this process made:
@@ -373,6 +387,7 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         pool_size: int = 5,
         read_url: str | None = None,
         reconnect_timeout: float = 30.0,
+        keep_past: bool = True,
     ) -> None:
         pg.check_url(url)
         if read_url is not None:
@@ -383,7 +398,7 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
             raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
-        super().__init__(codec=codec, auto_upgrade=auto_upgrade)
+        super().__init__(codec=codec, auto_upgrade=auto_upgrade, keep_past=keep_past)
         self._url = url
         self.url = pg.redacted(url)
         """The URL with its password hidden."""
@@ -635,9 +650,19 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
 
         async def read(conn: AsyncConnection) -> list[tuple[str, str]]:
             if last is not None:
-                window = await conn.execute(text(queries.RECENT_EVENTS), {"sid": sid, "last": last})
-                return [(str(t), str(p)) for t, p in window]
+                window = (await conn.execute(text(queries.RECENT_EVENTS_POSTGRESQL), {"sid": sid, "last": last})).all()
+                if len(window) == last or (window and window[0][0] == 0):
+                    return [(str(t), str(p)) for _, t, p in window]
+                # Shorter than asked and not from position 0: maybe a fork's own rows alone (revision 0010).
+                found = (await conn.execute(text(queries.FIND_SESSION), {"sid": sid})).first()
+                if found is None or found[3] is None:
+                    return [(str(t), str(p)) for _, t, p in window]
+                params = {"id": found[0], "last": last}
+                return [(str(t), str(p)) for t, p in await conn.execute(text(queries.FORK_RECENT), params)]
             rows = (await conn.execute(text(queries.HISTORY), {"sid": sid})).all()
+            if rows and rows[0][4] is not None:  # a fork: its segments' rows
+                shared = await conn.execute(text(queries.FORK_EVENTS), {"id": rows[0][0]})
+                return [(str(t), str(p)) for t, p in shared]
             return [(str(r[2]), str(r[3])) for r in rows if r[2] is not None]
 
         decode = self.codec.decode
@@ -645,7 +670,7 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
-        session_id_of(stream_id)
+        sid = session_id_of(stream_id)
         parent = opened_from(stream_id)
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
         rewrite = Rewrite(self.codec, events, eager=True)
@@ -653,10 +678,22 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         async def work(conn: AsyncConnection) -> None:
             now = _now()
             row_id = await self._lock_session(conn, stream_id, parent, now)
-            stored = [(str(t), str(p)) for t, p in await conn.execute(text(queries.STORED_EVENTS), {"id": row_id})]
+            _, forked_from, forked_at, _ = (await conn.execute(text(queries.FORK_ORIGIN), {"sid": sid})).one()
+            read = queries.STORED_EVENTS if forked_from is None else queries.FORK_EVENTS
+            stored = [(str(t), str(p)) for t, p in await conn.execute(text(read), {"id": row_id})]
             keep = rewrite.unchanged(stored)
             if keep < len(stored):
-                await conn.execute(text(queries.DELETE_EVENTS_FROM), {"id": row_id, "position": keep})
+                steps = replace_steps(
+                    row_id,
+                    forked_from,
+                    forked_at,
+                    keep,
+                    len(stored),
+                    keep_past=self.keep_past,
+                    now=now,
+                    new_sid=lambda: uuid.uuid4().hex,
+                )
+                await _run_steps(conn, steps)
             rows = list(rewrite.rows(row_id, keep, now))
             if rows:
                 await conn.execute(text(queries.INSERT_EVENT), rows)
@@ -671,11 +708,24 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
             row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
             if row is not None:
                 await self._refuse_held(conn, int(row[0]), sid)
-            await conn.execute(text(queries.DELETE_SESSION), {"sid": sid})
+            for sql in DELETE_SESSION:
+                await conn.execute(text(sql), {"sid": sid})
 
         await self._write(work)
         if sid in self._held:
             await self.let_go(stream_id)  # the row is gone; the lock goes too
+
+    async def fork(self, stream_id: StreamId, *, at: int | None = None) -> StreamId:
+        """A new session whose history is this one's first ``at`` events (all of them when ``None``), shared,
+        not copied (revision 0010); its id. As :meth:`SQLiteStorage.fork <sessionstore.SQLiteStorage.fork>`."""
+        sid = session_id_of(stream_id)
+        new = uuid.uuid4()
+
+        async def work(conn: AsyncConnection) -> None:
+            await _run_steps(conn, fork_steps(sid, at, _now(), new.hex))
+
+        await self._write(work)
+        return new
 
     # -- holds (the SessionCatalog is DurableStorage's, over _read and _write_row) ---------------
 

@@ -392,8 +392,9 @@ LEGACY_OVERVIEW = (
     "forked_at, NULL AS branch_of_id FROM sessions) AS session_overview"
 )
 
-# The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.
-TOP_LEVEL = "session_overview.parent_id IS NULL"
+# The sessions a client made, not their subagents nor earlier branches: what session/list, `sessionstore list` and prune
+# walk.
+TOP_LEVEL = "session_overview.parent_id IS NULL AND session_overview.branch_of_id IS NULL"
 
 # The same on PostgreSQL (its session/list, `sessionstore list`, prune), whose pages must walk an index: PostgreSQL
 # cannot estimate how many rows pass a condition on the view's parent_id (a subquery; it guesses 1 in 200), so for a
@@ -401,7 +402,8 @@ TOP_LEVEL = "session_overview.parent_id IS NULL"
 # row up by its key (tests/postgres/test_pg_access_paths.py). The same rows: a parent, once set, has its row (a foreign
 # key).
 TOP_LEVEL_POSTGRESQL = (
-    "EXISTS (SELECT 1 FROM sessions AS c WHERE c.session_id = session_overview.session_id AND c.parent IS NULL)"
+    "EXISTS (SELECT 1 FROM sessions AS c WHERE c.session_id = session_overview.session_id AND c.parent IS NULL AND "
+    "c.branch_of IS NULL)"
 )
 
 # A session's subagents, oldest first (through the index on sessions.parent).

@@ -503,7 +503,7 @@ def _top_level_postgresql(t: Schema) -> str:
     c = t.sessions.alias("c")
     condition = (
         select(literal_column("1"))
-        .where(c.c.session_id == OVERVIEW_VIEW.c.session_id, c.c.parent.is_(None))
+        .where(c.c.session_id == OVERVIEW_VIEW.c.session_id, c.c.parent.is_(None), c.c.branch_of.is_(None))
         .correlate(OVERVIEW_VIEW)
         .exists()
     )
@@ -894,8 +894,9 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement(
         "TOP_LEVEL",
-        "The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.",
-        lambda t: OVERVIEW_VIEW.c.parent_id.is_(None),
+        "The sessions a client made, not their subagents nor earlier branches: what session/list, `sessionstore list`"
+        " and prune walk.",
+        lambda t: and_(OVERVIEW_VIEW.c.parent_id.is_(None), OVERVIEW_VIEW.c.branch_of_id.is_(None)),
     ),
     Statement(
         "TOP_LEVEL_POSTGRESQL",
