@@ -270,6 +270,8 @@ def _record_json(record: SessionRecord, held: dict[str, str]) -> dict[str, Any]:
         "released": record.released,
         "held_by": held.get(record.session_id),
         "parent_id": record.parent_id,
+        "forked_from": record.forked_from,
+        "forked_at": record.forked_at,
         "events": record.events,
     }
 
@@ -428,6 +430,17 @@ def cmd_title(args: argparse.Namespace) -> int:
 
     sid = admin.set_title(args.db, args.id, title)
     print(f"{sid}: {'title cleared' if title is None else f'title set to {title!r}'}")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    from . import admin
+
+    new = admin.fork(args.db, args.id, args.at)
+    if args.json:
+        _print_json(_record_json(records.read_session(args.db, new).record, {}))
+    else:
+        print(new)
     return 0
 
 
@@ -596,6 +609,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("text", nargs="?", help="the new title")
     p.add_argument("--clear", action="store_true", help="remove the stored title (a derived one shows instead)")
+
+    p = command("fork", cmd_fork, "fork a session: a new one sharing its first N events; prints the new id")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--at", type=int, metavar="N", help="share the first N events (default: all of them)")
+    p.add_argument("--json", action="store_true", help="JSON output (the new session's record)")
 
     p = command("stats", cmd_stats, "counts, file size and schema revision")
     p.add_argument("--json", action="store_true", help="JSON output")

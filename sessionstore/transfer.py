@@ -44,6 +44,7 @@ from .backend import Backend, Database, command, open_backend
 from .codec import ROLES, is_text_path, legacy_description
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
 from .reads import Connection, events_of, load_session, resolve_all
+from .durable import DELETE_SESSION
 from .schema import queries
 from .schema.revisions import HEAD
 from .storage import SessionRecord, record_row, storable_text, utc_text
@@ -607,7 +608,8 @@ def _import_one(backend: Backend, conn: Connection, item: _ImportSession, replac
         return outcome
     if outcome == "replaced":
         # Replaced with the file's copy: its subagents too (those the file has come after it, and are added again).
-        conn.execute(queries.DELETE_SESSION, {"sid": item.row[0]})
+        for sql in DELETE_SESSION:  # a fork of it keeps its shared rows
+            conn.execute(sql, {"sid": item.row[0]})
         backend.note_deleted(conn)
     parent = _parent_row(conn, item)
     row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]

@@ -141,3 +141,34 @@ async def test_the_registry_forks_a_live_session(database: Database) -> None:
         record = await storage.load_session(fork.stream_id)
         assert record is not None and record.forked_from == session.session_id and record.cwd == "/work"
         await store.aclose()
+
+
+def test_the_fork_command_prints_the_new_id_and_list_shows_where_it_came_from(tmp_path: Any) -> None:
+    import asyncio
+    import json
+    import shutil
+    import subprocess
+
+    from sessionstore import SQLiteStorage
+
+    db = tmp_path / "agent.db"
+
+    async def write() -> UUID:
+        async with SQLiteStorage(db) as storage:
+            return await started(storage, 4)
+
+    parent = asyncio.run(write())
+    script = shutil.which("sessionstore")
+    assert script is not None
+    run = [script, "fork", parent.hex[:8], "--db", str(db)]
+    new = subprocess.run([*run, "--at", "2"], capture_output=True, text=True, check=True).stdout.strip()
+    assert len(new) == 32 and new != parent.hex
+    shown = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert shown["forked_from"] == parent.hex and shown["forked_at"] == 4 and shown["events"] == 4
+    listed = json.loads(
+        subprocess.run([script, "list", "--json", "--db", str(db)], capture_output=True, text=True, check=True).stdout
+    )
+    by_id = {entry["session_id"]: entry for entry in listed}
+    assert by_id[new]["forked_from"] == parent.hex and by_id[new]["forked_at"] == 2 and by_id[new]["events"] == 2
+    refused = subprocess.run([*run, "--at", "9"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "forked at 0 to 4" in refused.stderr
