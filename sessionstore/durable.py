@@ -56,19 +56,29 @@ def fork_steps(sid: str, at: int | None, now: object, new_sid: str) -> Steps[Non
     found = (yield queries.FORK_ORIGIN, {"sid": sid}).fetchone()
     if found is None:
         raise NoSuchSessionError(f"no session {sid} to fork")
-    row_id, forked_from, forked_at, length = (None if v is None else int(v) for v in found)
+    row_id, length = int(found[0]), int(found[3])
+    forked_from, forked_at = (None if v is None else int(v) for v in found[1:3])
     if at is None:
         at = length
     if at > length:
-        raise InvalidForkPositionError(f"session {sid} has {length} events: it can be forked at 0 to {length}, not {at}")
+        raise InvalidForkPositionError(
+            f"session {sid} has {length} events: it can be forked at 0 to {length}, not {at}"
+        )
     up = forked_from if forked_from is not None and forked_at is not None and at <= forked_at else row_id
     params = {"sid": new_sid, "id": row_id, "now": now, "forked_from": up, "forked_at": at, "branch_of": None}
     yield queries.FORK_SESSION, params
 
 
 def replace_steps(
-    row_id: int, forked_from: int | None, forked_at: int | None, keep: int, length: int, *, keep_past: bool,
-    now: object, new_sid: Callable[[], str],
+    row_id: int,
+    forked_from: int | None,
+    forked_at: int | None,
+    keep: int,
+    length: int,
+    *,
+    keep_past: bool,
+    now: object,
+    new_sid: Callable[[], str],
 ) -> Steps[int]:
     """Before a rewrite replaces the session's events from position ``keep`` on (of ``length``): move them to
     a new earlier branch (a hidden session of its own, ``branch_of`` the session) and re-point the forks that

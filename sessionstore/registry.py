@@ -30,8 +30,8 @@ from .errors import (
     ConnectionOverloadedError,
     InvalidSessionIdError,
     SessionBusyError,
-    StorageError,
     SessionLimitError,
+    StorageError,
     UnknownSessionError,
 )
 from .storage import Holding, MemoryStorage, SessionCatalog, SessionPage, SessionRecord, Storage, StreamId, in_session

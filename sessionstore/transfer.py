@@ -42,9 +42,9 @@ from . import scratch
 from .admin import refuse_held
 from .backend import Backend, Database, command, open_backend
 from .codec import ROLES, is_text_path, legacy_description
+from .durable import DELETE_SESSION
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
 from .reads import Connection, events_of, load_session, resolve_all
-from .durable import DELETE_SESSION
 from .schema import queries
 from .schema.revisions import HEAD
 from .storage import SessionRecord, record_row, storable_text, utc_text

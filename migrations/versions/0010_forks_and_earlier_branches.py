@@ -106,6 +106,8 @@ def downgrade() -> None:
     # Each live fork a session of its own again, its whole history its own rows; the earlier branches go.
     op.execute(COPY_SHARED)
     op.execute("UPDATE sessions SET forked_from = NULL, forked_at = NULL")
+    # Migrations run with foreign keys off on SQLite: the branches' events are deleted by name, not by cascade.
+    op.execute("DELETE FROM events WHERE session IN (SELECT id FROM sessions WHERE branch_of IS NOT NULL)")
     op.execute("DELETE FROM sessions WHERE branch_of IS NOT NULL")
     for column in ("forked_from", "branch_of"):
         op.drop_index(op.f(f"ix_sessions_{column}"), table_name="sessions")

@@ -158,8 +158,18 @@ class Session(Base):
         Index(None, "parent"),
         # A session's forks and earlier branches: re-pointed when it is rewritten, given their rows before it is
         # deleted, and the cascade that deletes its branches with it.
-        Index(None, "forked_from", sqlite_where=text("forked_from IS NOT NULL"), postgresql_where=text("forked_from IS NOT NULL")),
-        Index(None, "branch_of", sqlite_where=text("branch_of IS NOT NULL"), postgresql_where=text("branch_of IS NOT NULL")),
+        Index(
+            None,
+            "forked_from",
+            sqlite_where=text("forked_from IS NOT NULL"),
+            postgresql_where=text("forked_from IS NOT NULL"),
+        ),
+        Index(
+            None,
+            "branch_of",
+            sqlite_where=text("branch_of IS NOT NULL"),
+            postgresql_where=text("branch_of IS NOT NULL"),
+        ),
         # The few held sessions, found without reading every row (a storage clears dead holders' marks at open).
         Index(None, "held_by", sqlite_where=text("held_by IS NOT NULL"), postgresql_where=text("held_by IS NOT NULL")),
         {"sqlite_autoincrement": True},

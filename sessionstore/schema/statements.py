@@ -58,10 +58,9 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     LargeBinary,
-    and_,
-    or_,
     MetaData,
     Table,
+    and_,
     bindparam,
     case,
     cast,
@@ -72,6 +71,7 @@ from sqlalchemy import (
     literal,
     literal_column,
     null,
+    or_,
     select,
     table,
     update,
@@ -376,9 +376,7 @@ def _doomed_heirs(t: Schema) -> tuple[Any, Any]:
     the other sessions forked from one of them, which must first be given the rows they share."""
     s, x = t.sessions, t.sessions.alias("x")
     doomed = select(s.c.id).where(_sid(s)).cte("doomed", recursive=True)
-    doomed = doomed.union(
-        select(x.c.id).join(doomed, or_(x.c.parent == doomed.c.id, x.c.branch_of == doomed.c.id))
-    )
+    doomed = doomed.union(select(x.c.id).join(doomed, or_(x.c.parent == doomed.c.id, x.c.branch_of == doomed.c.id)))
     h = t.sessions.alias("h")
     heirs = (
         select(h.c.id, h.c.forked_from, h.c.forked_at)
@@ -437,13 +435,13 @@ def _chain(t: Schema, start: Any) -> Any:
     and so on (revision 0010). A session that shares nothing is one segment."""
     s, x = t.sessions, t.sessions.alias("x")
     first = select(
-        s.c.id.label("session"), cast(null(), Integer).label("below"), s.c.forked_from.label("up"),
+        s.c.id.label("session"),
+        cast(null(), Integer).label("below"),
+        s.c.forked_from.label("up"),
         s.c.forked_at.label("at"),
     ).where(s.c.id == start)
     chain = first.cte("chain", recursive=True)
-    return chain.union_all(
-        select(x.c.id, chain.c.at, x.c.forked_from, x.c.forked_at).where(x.c.id == chain.c.up)
-    )
+    return chain.union_all(select(x.c.id, chain.c.at, x.c.forked_from, x.c.forked_at).where(x.c.id == chain.c.up))
 
 
 def _in_chain(chain: Any, e: Any) -> Any:
@@ -686,27 +684,33 @@ STATEMENTS: list[Statement | Alias | Section] = [
     Statement(
         "FORKS_ABOVE",
         "Whether a fork reads the session's rows at ``:position`` or later (a rewrite from there must keep them).",
-        lambda t: select(t.sessions.c.id)
-        .where(t.sessions.c.forked_from == bindparam("id"), t.sessions.c.forked_at > bindparam("position"))
-        .limit(1),
+        lambda t: (
+            select(t.sessions.c.id)
+            .where(t.sessions.c.forked_from == bindparam("id"), t.sessions.c.forked_at > bindparam("position"))
+            .limit(1)
+        ),
     ),
     Statement(
         "MOVE_EVENTS",
         "A rewrite from ``:position`` moves the rows there and after to the earlier branch ``:branch``, and the"
         " forks that read them follow.",
-        lambda t: update(t.events)
-        .values(session=bindparam("branch"))
-        .where(t.events.c.session == bindparam("id"), t.events.c.position >= bindparam("position")),
+        lambda t: (
+            update(t.events)
+            .values(session=bindparam("branch"))
+            .where(t.events.c.session == bindparam("id"), t.events.c.position >= bindparam("position"))
+        ),
     ),
     Statement(
         "REPOINT_FORKS",
         "",
-        lambda t: update(t.sessions)
-        .values(forked_from=bindparam("branch"))
-        .where(
-            t.sessions.c.forked_from == bindparam("id"),
-            t.sessions.c.forked_at > bindparam("position"),
-            t.sessions.c.id != bindparam("branch"),
+        lambda t: (
+            update(t.sessions)
+            .values(forked_from=bindparam("branch"))
+            .where(
+                t.sessions.c.forked_from == bindparam("id"),
+                t.sessions.c.forked_at > bindparam("position"),
+                t.sessions.c.id != bindparam("branch"),
+            )
         ),
     ),
     Statement("SET_FORKED_AT", "", lambda t: _set(t, "forked_at", "position")),

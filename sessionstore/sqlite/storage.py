@@ -75,6 +75,7 @@ __all__ = ["SQLiteStorage"]
 def _new_sid() -> str:
     return uuid.uuid4().hex
 
+
 T = TypeVar("T")
 
 CACHE_BYTES = 32 * 1024 * 1024
@@ -587,8 +588,14 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                 if forked_from is not None:
                     forked_at = conn.execute(queries.FORK_ORIGIN, {"sid": sid}).fetchone()[2]
                 steps = replace_steps(
-                    row_id, forked_from, forked_at, keep, stored_count,
-                    keep_past=self.keep_past, now=now, new_sid=_new_sid,
+                    row_id,
+                    forked_from,
+                    forked_at,
+                    keep,
+                    stored_count,
+                    keep_past=self.keep_past,
+                    now=now,
+                    new_sid=_new_sid,
                 )
                 changes += run_steps(steps, conn.execute)
             rows = []

@@ -88,7 +88,7 @@ def test_a_failure_after_the_rebuild_leaves_the_old_index_as_it_was(
         boom='''
         """fails after 0008 (and 0009, PostgreSQL's alone) in the same upgrade"""
         revision = "9000"
-        down_revision = "0009"
+        down_revision = "0010"
         branch_labels = None
         depends_on = None
 
