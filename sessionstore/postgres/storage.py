@@ -106,7 +106,8 @@ NEW_SESSION = queries.NEW_SESSION_POSTGRESQL
 # statement's snapshot has it: no event is inserted, nothing is returned, and the caller appends the long way
 # (the lock first, then the position, in two statements). ON CONFLICT stands behind it all the same. A row made
 # here is made under the session the stream was opened from ($9, its id, or NULL); when that one has no row,
-# nothing is made and the long way says why.
+# nothing is made and the long way says why. A fork's first event goes at its forked_at; a row made by the
+# statement itself is not in its snapshot, and starts at 0 (only fork makes a row that starts later).
 APPEND_ONE = """
 WITH locked AS (
     SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 AND NOT ({HELD}) FOR UPDATE
@@ -125,7 +126,7 @@ WITH locked AS (
 )
 INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
 SELECT target.id, COALESCE((SELECT MAX(position) + 1 FROM events WHERE session = target.id),
-       (SELECT COALESCE(forked_at, 0) FROM sessions WHERE id = target.id)),
+       (SELECT forked_at FROM sessions WHERE id = target.id), 0),
        $4, $5, $6, $7, $8, $2
 FROM target
 ON CONFLICT (session, position) DO NOTHING
@@ -163,7 +164,7 @@ WITH input AS (
 ), appended AS (
     INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
     SELECT target.id, COALESCE((SELECT MAX(position) + 1 FROM events WHERE session = target.id),
-       (SELECT COALESCE(forked_at, 0) FROM sessions WHERE id = target.id)),
+       (SELECT forked_at FROM sessions WHERE id = target.id), 0),
            input.type, input.payload, input.role, input.text, input.text_path, $2
     FROM target JOIN input ON input.sid = target.session_id
     ON CONFLICT (session, position) DO NOTHING
