@@ -27,8 +27,8 @@ which a shared event has once.
 
 What it costs: nothing for a session that is never forked nor rewritten (NULL columns, rows in no partial
 index); an append still computes its position from its own rows, and a fork's first from ``forked_at``. A
-downgrade gives every fork its shared rows (a copy, as a session of its own) and deletes the earlier branches,
-then drops the columns.
+downgrade gives every fork and earlier branch its shared rows (a copy: each a session of its own again, the
+branches listed beside their sessions), deletes nothing, then drops the columns.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ _COLUMNS = (
 SESSION_OVERVIEW = EditedView("0006.SESSION_OVERVIEW", _EDITS, _COLUMNS)
 PG_SESSION_OVERVIEW = EditedView("0006.PG_SESSION_OVERVIEW", _EDITS, _COLUMNS)
 
-# A downgrade: every fork's shared rows copied into it, deepest first (a fork of a fork takes its parent's
-# rows once its parent has them), then the earlier branches deleted.
+# A downgrade: every session that shares rows (a fork, an earlier branch) gets them copied into its own, each
+# segment of its chain, so that it is whole as a session of its own at 0009; nothing is deleted.
 COPY_SHARED = """
 INSERT INTO events (session, position, type, payload, created_at, role, text, text_path)
 WITH RECURSIVE chain(owner, session, below) AS (
-    SELECT id, forked_from, forked_at FROM sessions WHERE forked_from IS NOT NULL AND branch_of IS NULL
+    SELECT id, forked_from, forked_at FROM sessions WHERE forked_from IS NOT NULL
     UNION ALL
     SELECT chain.owner, s.forked_from, s.forked_at FROM sessions AS s JOIN chain ON s.id = chain.session
     WHERE s.forked_from IS NOT NULL
@@ -103,12 +103,9 @@ def downgrade() -> None:
         op.replace_object(PG_SESSION_OVERVIEW, replace_with="0006.PG_SESSION_OVERVIEW")
     else:
         op.replace_object(SESSION_OVERVIEW, replace_with="0006.SESSION_OVERVIEW")
-    # Each live fork a session of its own again, its whole history its own rows; the earlier branches go.
+    # Each fork and earlier branch a session of its own again, its whole history its own rows (an earlier branch
+    # is then listed beside its session: 0009 has no way to hide it).
     op.execute(COPY_SHARED)
-    op.execute("UPDATE sessions SET forked_from = NULL, forked_at = NULL")
-    # Migrations run with foreign keys off on SQLite: the branches' events are deleted by name, not by cascade.
-    op.execute("DELETE FROM events WHERE session IN (SELECT id FROM sessions WHERE branch_of IS NOT NULL)")
-    op.execute("DELETE FROM sessions WHERE branch_of IS NOT NULL")
     for column in ("forked_from", "branch_of"):
         op.drop_index(op.f(f"ix_sessions_{column}"), table_name="sessions")
     for column in ("branch_of", "forked_at", "forked_from"):

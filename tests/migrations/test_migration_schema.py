@@ -196,9 +196,11 @@ def test_views_show_every_event_type_and_survive_invalid_json(built: Callable[[s
         assert json.loads(result)["exit"] == 1  # an object content, as JSON text
 
         overview = conn.execute("SELECT session_id, title, events FROM session_overview ORDER BY created_at").fetchall()
+        # A session's events: its own rows, and a fork's (or an earlier branch's) shared ones below its forked_at.
         counts = dict(
             conn.execute(
-                "SELECT s.session_id, count(e.id) FROM sessions s JOIN events e ON e.session = s.id GROUP BY s.id"
+                "SELECT s.session_id, coalesce(s.forked_at, 0) + count(e.id) FROM sessions s"
+                " JOIN events e ON e.session = s.id GROUP BY s.id"
             ).fetchall()
         )
         assert {sid: n for sid, _, n in overview} == counts
