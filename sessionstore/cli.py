@@ -204,6 +204,10 @@ def print_transcript(stored: StoredSession, held: dict[str, str], *, everything:
     out.line(f"session  {summary.session_id}")
     if summary.parent_id is not None:
         out.line(f"parent   {summary.parent_id} (this session is one of its subagents)")
+    if summary.forked_from is not None:
+        out.line(f"forked   from {summary.forked_from} at event {summary.forked_at} (its first events are shared)")
+    if summary.branch_of is not None:
+        out.line(f"branch   an earlier branch of {summary.branch_of}: the events a rewrite replaced")
     out.line(f"title    {summary.title or '(none)'}")
     out.line(f"cwd      {summary.cwd}")
     out.line(f"created  {shown_time(summary.created_at)}   updated {shown_time(summary.updated_at)}   {state}")
@@ -212,6 +216,26 @@ def print_transcript(stored: StoredSession, held: dict[str, str], *, everything:
         out.line(f"subagents {_subagent_count(stored)} (each shown where it started, indented)")
     out.gap()
     _print_events(out, stored, everything, "")
+    _print_branches(out, stored, everything)
+
+
+def _print_branches(out: _Lines, stored: StoredSession, everything: bool) -> None:
+    """A session's earlier branches (what rewrites replaced, kept), each whole, after its transcript; with
+    ``everything`` only (``show --all``), else one line that says they are there."""
+    if not stored.branches:
+        return
+    out.gap()
+    if not everything:
+        count = len(stored.branches)
+        out.line(f"({count} earlier branch{'es' * (count != 1)} not shown: what rewrites replaced; --all shows them)")
+        return
+    for branch in stored.branches:
+        record = branch.record
+        replaced = shown_time(record.created_at)
+        out.line(f"earlier branch {record.session_id}  ({record.events} events, replaced {replaced})")
+        out.gap()
+        _print_events(out, branch, everything, SUBAGENT_INDENT)
+        out.gap()
 
 
 def _subagent_count(stored: StoredSession) -> int:
@@ -272,6 +296,7 @@ def _record_json(record: SessionRecord, held: dict[str, str]) -> dict[str, Any]:
         "parent_id": record.parent_id,
         "forked_from": record.forked_from,
         "forked_at": record.forked_at,
+        "branch_of": record.branch_of,
         "events": record.events,
     }
 
@@ -282,6 +307,7 @@ def _session_json(stored: StoredSession, held: dict[str, str]) -> dict[str, Any]
         "session": _record_json(stored.record, held),
         "events": [e.to_json() for e in stored.events],
         "subagents": [_session_json(subagent, held) for subagent in stored.subagents],
+        "branches": [_session_json(branch, held) for branch in stored.branches],
     }
 
 
@@ -406,8 +432,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     for hit in hits:  # best hit first; a session's hits together under it
         by_session.setdefault(hit.session_id, []).append(hit)
     for sid, group in by_session.items():
-        parent = group[0].parent_id
+        parent, live = group[0].parent_id, group[0].branch_of
         of = f"  (subagent of {parent[:SHORT_ID]})" if parent is not None else ""
+        of += f"  (an earlier branch of {live[:SHORT_ID]}: what a rewrite replaced)" if live is not None else ""
         print(f"{sid[:SHORT_ID]}  {group[0].title or '(untitled)'}{of}")
         for hit in group:
             snippet = " ".join(hit.snippet.split())

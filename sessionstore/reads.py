@@ -29,6 +29,7 @@ __all__ = [
     "Stats",
     "StoredEvent",
     "StoredSession",
+    "branch_owners",
     "events_of",
     "iter_sessions",
     "load_session",
@@ -90,6 +91,8 @@ class StoredSession:
     record: SessionRecord
     events: list[StoredEvent]
     subagents: list[StoredSession] = field(default_factory=list)
+    # Its earlier branches (revision 0010): the events rewrites replaced, each its whole history then, oldest first.
+    branches: list[StoredSession] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +105,15 @@ class SearchHit:
     role: str | None = None
     # The session this hit's session is a subagent of (None: a session of its own).
     parent_id: str | None = None
+    # The live session whose earlier branch (events a rewrite replaced, revision 0010) the hit is in.
+    branch_of: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "session_id": self.session_id,
             "title": self.title,
             "parent_id": self.parent_id,
+            "branch_of": self.branch_of,
             "position": self.position,
             "type": self.type,
             "role": self.role,
@@ -416,4 +422,15 @@ def stored_session(conn: Connection, sid: str, current: bool, seen: set[str]) ->
     (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
     children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
     subagents = [stored_session(conn, child, current, seen) for child in children if child not in seen]
-    return StoredSession(record, events_of(conn, sid, current=current), subagents)
+    branched = [str(row[0]) for row in conn.execute(queries.BRANCHES, {"sid": sid})] if current else []
+    branches = [stored_session(conn, branch, current, seen) for branch in branched if branch not in seen]
+    return StoredSession(record, events_of(conn, sid, current=current), subagents, branches)
+
+
+def branch_owners(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
+    """``hits``, each in an earlier branch naming the live session it belongs to (:attr:`SearchHit.branch_of`)."""
+    owners: dict[str, str | None] = {}
+    for sid in {hit.session_id for hit in hits}:
+        record = next(iter_sessions(conn, where="session_id = :sid", sid=sid), None)
+        owners[sid] = None if record is None else record.branch_of
+    return [replace(hit, branch_of=owners[hit.session_id]) if owners[hit.session_id] else hit for hit in hits]

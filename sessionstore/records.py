@@ -15,6 +15,7 @@ from .reads import (
     SearchHit,
     Stats,
     StoredSession,
+    branch_owners,
     iter_sessions,
     resolve,
     stored_session,
@@ -58,7 +59,9 @@ def search(backend: Backend, text: str, *, raw: bool = False, limit: int = 20) -
     """``sessionstore search``: events whose text holds every word, best first, exact however far a file's index
     trails. ``raw`` takes FTS5 query syntax as it is (on PostgreSQL, the part of it that has a meaning there)."""
     with backend.reading() as conn:
-        return backend.search(conn, text, raw=raw, limit=min(limit, _SQL_INT_MAX))
+        hits = backend.search(conn, text, raw=raw, limit=min(limit, _SQL_INT_MAX))
+        # A hit in an earlier branch (revision 0010) is reported as its live session's.
+        return branch_owners(conn, hits) if hits and backend.revision(conn) == HEAD else hits
 
 
 @command
