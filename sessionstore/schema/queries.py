@@ -70,6 +70,7 @@ __all__ = [
     "SEARCH_POSTGRESQL",
     "SESSION_COUNT",
     "SESSION_IDS",
+    "SET_BRANCH_OF",
     "SET_FORKED_AT",
     "SET_PARENT",
     "SET_TITLE",
@@ -164,6 +165,9 @@ REPOINT_FORKS = (
 )
 
 SET_FORKED_AT = "UPDATE sessions SET forked_at=:position WHERE sessions.id = :id"
+
+# An imported earlier branch, under its live session's row.
+SET_BRANCH_OF = "UPDATE sessions SET branch_of=:branch_of WHERE sessions.id = :id"
 
 # Before a session is deleted, a fork of it (or of its subagents or earlier branches) gets the rows it shared copied
 # into its own, and then shares nothing: it stays whole.

@@ -715,6 +715,11 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement("SET_FORKED_AT", "", lambda t: _set(t, "forked_at", "position")),
     Statement(
+        "SET_BRANCH_OF",
+        "An imported earlier branch, under its live session's row.",
+        lambda t: _set(t, "branch_of", "branch_of"),
+    ),
+    Statement(
         "GIVE_SHARED_ROWS",
         "Before a session is deleted, a fork of it (or of its subagents or earlier branches) gets the rows it"
         " shared copied into its own, and then shares nothing: it stays whole.",
