@@ -332,21 +332,30 @@ FORK_EVENTS_BYTES = (
 
 # A fork's newest events, oldest of them first; and as bytes.
 FORK_RECENT = (
-    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
-    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
-    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
-    "x.id = chain.up) SELECT w.type, w.payload FROM (SELECT e.position AS position, e.type AS type, e.payload AS "
-    "payload FROM chain JOIN events AS e ON e.session = chain.session AND (chain.below IS NULL OR e.position < "
-    "chain.below) ORDER BY e.position DESC LIMIT :last) AS w ORDER BY w.position"
+    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE "
+    "e.session = :id), (SELECT sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - 1 AS pos, "
+    "coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE e.session = :id), (SELECT "
+    "sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - :last AS stop UNION ALL SELECT walk.pos - 1 AS "
+    "anon_2, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
+    "AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, sessions.forked_from AS up, sessions.forked_at "
+    "AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT e.type, e.payload "
+    "FROM walk JOIN chain ON walk.pos >= coalesce(chain.at, 0) AND (chain.below IS NULL OR walk.pos < chain.below) "
+    "JOIN events AS e ON e.session = chain.session AND e.position = walk.pos WHERE walk.pos >= 0 ORDER BY walk.pos"
 )
 
 FORK_RECENT_BYTES = (
-    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
-    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
-    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
-    "x.id = chain.up) SELECT w.type, w.payload FROM (SELECT e.position AS position, CAST(e.type AS BLOB) AS type, "
-    "CAST(e.payload AS BLOB) AS payload FROM chain JOIN events AS e ON e.session = chain.session AND (chain.below IS "
-    "NULL OR e.position < chain.below) ORDER BY e.position DESC LIMIT :last) AS w ORDER BY w.position"
+    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE "
+    "e.session = :id), (SELECT sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - 1 AS pos, "
+    "coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE e.session = :id), (SELECT "
+    "sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - :last AS stop UNION ALL SELECT walk.pos - 1 AS "
+    "anon_2, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
+    "AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, sessions.forked_from AS up, sessions.forked_at "
+    "AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT CAST(e.type AS "
+    "BLOB) AS type, CAST(e.payload AS BLOB) AS payload FROM walk JOIN chain ON walk.pos >= coalesce(chain.at, 0) AND "
+    "(chain.below IS NULL OR walk.pos < chain.below) JOIN events AS e ON e.session = chain.session AND e.position = "
+    "walk.pos WHERE walk.pos >= 0 ORDER BY walk.pos"
 )
 
 # What import compares a stored session's events with.

@@ -464,18 +464,25 @@ def _fork_events(t: Schema, *, raw: bool = False) -> Any:
 
 
 def _fork_recent(t: Schema, *, raw: bool = False) -> Any:
-    """A fork's newest ``:last`` events by its row id, oldest of them first (``raw``: as bytes)."""
-    e = t.events.alias("e")
+    """A fork's newest ``:last`` events by its row id, oldest of them first (``raw``: as bytes), in time that does
+    not grow with its history: the positions from its last one down (at most ``:last`` of them, a recursive
+    count), each looked up in the segment that holds it (one probe of the index on (session, position))."""
+    s, e = t.sessions, t.events.alias("e")
     chain = _chain(t, bindparam("id"))
+    own = select(func.max(e.c.position) + 1).where(e.c.session == bindparam("id")).scalar_subquery()
+    start = select(s.c.forked_at).where(s.c.id == bindparam("id")).scalar_subquery()
+    length = func.coalesce(own, start, 0)
+    first = select((length - 1).label("pos"), (length - bindparam("last")).label("stop"))
+    walk = first.cte("walk", recursive=True)
+    walk = walk.union_all(select(walk.c.pos - 1, walk.c.stop).where(walk.c.pos > walk.c.stop, walk.c.pos > 0))
+    holds = and_(walk.c.pos >= func.coalesce(chain.c.at, 0), or_(chain.c.below.is_(None), walk.c.pos < chain.c.below))
     columns = (e.c.type, e.c.payload)
-    window = (
-        select(e.c.position, *((cast(c, LargeBinary) if raw else c).label(c.name) for c in columns))
-        .select_from(_in_chain(chain, e))
-        .order_by(e.c.position.desc())
-        .limit(bindparam("last"))
-        .subquery("w")
+    return (
+        select(*((cast(c, LargeBinary).label(c.name) if raw else c) for c in columns))
+        .select_from(walk.join(chain, holds).join(e, and_(e.c.session == chain.c.session, e.c.position == walk.c.pos)))
+        .where(walk.c.pos >= 0)
+        .order_by(walk.c.pos)
     )
-    return select(*(window.c[c.name] for c in columns)).order_by(window.c.position)
 
 
 def _events_of(t: Schema, *columns: str) -> Any:

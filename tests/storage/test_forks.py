@@ -47,6 +47,21 @@ async def test_a_fork_reads_the_parent_below_its_position_and_appends_after_it(d
         assert [row[0] for row in own] == [upto]
 
 
+async def test_a_forks_window_reads_its_newest_events_across_its_segments(database: Database) -> None:
+    async with database.storage() as storage:
+        parent = await started(storage, 6)
+        first = await storage.fork(parent, at=4)
+        for text in ("f4", "f5"):
+            await storage.save_event(UserMessage(text), EventContext.for_stream(first))
+        second = await storage.fork(first, at=5)
+        await storage.save_event(UserMessage("s5"), EventContext.for_stream(second))
+    whole = ["m0", "m1", "m2", "m3", "f4", "s5"]
+    options = {"cache_bytes": 0} if database.kind == "sqlite" else {}
+    async with database.storage(**options) as storage:  # no cached history to cut the window from
+        for last in range(1, 9):
+            assert texts(await storage.get_history(second, last=last)) == whole[-last:], last
+
+
 async def test_a_fork_of_a_fork_and_a_fork_below_its_parents_position(database: Database) -> None:
     async with database.storage() as storage:
         parent = await started(storage)
