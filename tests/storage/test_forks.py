@@ -187,3 +187,29 @@ def test_the_fork_command_prints_the_new_id_and_list_shows_where_it_came_from(tm
     assert by_id[new]["forked_from"] == parent.hex and by_id[new]["forked_at"] == 2 and by_id[new]["events"] == 2
     refused = subprocess.run([*run, "--at", "9"], capture_output=True, text=True)
     assert refused.returncode != 0 and "forked at 0 to 4" in refused.stderr
+
+
+async def test_a_held_session_can_be_forked_elsewhere_and_deleting_a_fork_leaves_its_parent(database: Database) -> None:
+    from sessionstore import SessionHeldError
+
+    async with database.storage() as holder, database.storage() as other:
+        parent = await started(holder, 4)
+        await holder.hold(parent)
+        fork = await other.fork(parent, at=2)  # the parent is read, not written: allowed while held elsewhere
+        assert texts(await other.get_history(fork)) == ["m0", "m1"]
+        with pytest.raises(SessionHeldError):
+            await other.set_history(parent, [UserMessage("not yours")])
+        await other.drop_history(fork)
+        assert await other.get_history(fork) == []
+        assert texts(await holder.get_history(parent)) == [f"m{i}" for i in range(4)]
+        await holder.let_go(parent)
+
+
+async def test_a_storage_that_cannot_fork_says_so() -> None:
+    from sessionstore import MemoryStorage, StorageError
+
+    store = SessionStore(storage=MemoryStorage())
+    session = await store.create()
+    with pytest.raises(StorageError, match="cannot fork"):
+        await store.fork(session)
+    await store.aclose()
