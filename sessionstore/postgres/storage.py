@@ -539,6 +539,12 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
     ) -> int:
         """The session's row id, its row locked until the transaction ends (made if missing, under ``parent``'s
         row, which must exist); stamps ``updated_at``. :class:`SessionHeldError` if another connection holds it."""
+        return (await self._lock_row(conn, stream_id, parent, now))[0]
+
+    async def _lock_row(
+        self, conn: AsyncConnection, stream_id: StreamId, parent: StreamId | None, now: datetime
+    ) -> tuple[int, int | None]:
+        """:meth:`_lock_session`, and the row's ``forked_from`` (revision 0010; None for a row made here)."""
         sid = stream_id.hex
         row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).first()
         if row is not None:
@@ -551,11 +557,11 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
                     raise missing_parent(stream_id, parent)
             made = (await conn.execute(text(NEW_SESSION), {"sid": sid, "parent": parent_row, "now": now})).scalar()
             if made is not None:
-                return int(made)
+                return int(made), None
             row = (await conn.execute(text(LOCK_SESSION), {"sid": sid})).one()  # another writer made it
         if row[2] < now - UPDATED_AT_SLACK:
             await conn.execute(text(queries.STAMP_SESSION), {"now": now, "id": row[0]})
-        return int(row[0])
+        return int(row[0]), row[3]
 
     # -- Storage ----------------------------------------------------------------------------
 
@@ -678,12 +684,14 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
 
         async def work(conn: AsyncConnection) -> None:
             now = _now()
-            row_id = await self._lock_session(conn, stream_id, parent, now)
-            _, forked_from, forked_at, _ = (await conn.execute(text(queries.FORK_ORIGIN), {"sid": sid})).one()
+            row_id, forked_from = await self._lock_row(conn, stream_id, parent, now)
             read = queries.STORED_EVENTS if forked_from is None else queries.FORK_EVENTS
             stored = [(str(t), str(p)) for t, p in await conn.execute(text(read), {"id": row_id})]
             keep = rewrite.unchanged(stored)
             if keep < len(stored):
+                forked_at = None
+                if forked_from is not None:
+                    forked_at = (await conn.execute(text(queries.FORK_ORIGIN), {"sid": sid})).one()[2]
                 steps = replace_steps(
                     row_id,
                     forked_from,
