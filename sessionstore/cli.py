@@ -311,6 +311,14 @@ def _session_json(stored: StoredSession, held: dict[str, str]) -> dict[str, Any]
     }
 
 
+def _titled(record: SessionRecord) -> str:
+    """A listed session's title, and where a fork came from: ``(fork of 76a09e666125 at 2)``."""
+    title = record.title or ""
+    if record.forked_from is None:
+        return title
+    return f"{title}  (fork of {record.forked_from[:SHORT_ID]} at {record.forked_at})".lstrip()
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     sessions = records.list_sessions(args.db, cwd=args.cwd, limit=args.limit)
     if args.json:
@@ -324,7 +332,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     rows = [["ID", "UPDATED", "EVENTS", "CWD", "TITLE"]]
     rows += [
-        [s.session_id[:SHORT_ID], shown_time(s.updated_at, seconds=False), str(s.events), s.cwd, s.title or ""]
+        [s.session_id[:SHORT_ID], shown_time(s.updated_at, seconds=False), str(s.events), s.cwd, _titled(s)]
         for s in sessions
     ]
     if len(rows) == 1:

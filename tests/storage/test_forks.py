@@ -185,6 +185,10 @@ def test_the_fork_command_prints_the_new_id_and_list_shows_where_it_came_from(tm
     )
     by_id = {entry["session_id"]: entry for entry in listed}
     assert by_id[new]["forked_from"] == parent.hex and by_id[new]["forked_at"] == 2 and by_id[new]["events"] == 2
+    table = subprocess.run([script, "list", "--db", str(db)], capture_output=True, text=True, check=True).stdout
+    assert f"(fork of {parent.hex[:12]} at 2)" in table
+    shown = subprocess.run([script, "show", new, "--db", str(db)], capture_output=True, text=True, check=True).stdout
+    assert f"forked   from {parent.hex} at event 2" in shown and "m1" in shown
     refused = subprocess.run([*run, "--at", "9"], capture_output=True, text=True)
     assert refused.returncode != 0 and "forked at 0 to 4" in refused.stderr
 
