@@ -3,8 +3,10 @@
 :class:`~sessionstore.SQLiteStorage` and :class:`~sessionstore.postgres.PostgresStorage` keep the same sessions
 and events with the same statements. What they do alike lives here: a storage's life on an event loop (opened on
 first use, bound to one loop, closed with it), the session catalogue (records, listing), the columns of an event's
-row, and how ``set_history`` finds the first event that differs from the stored ones. Each storage keeps only how
-it talks to its database: how it opens and closes, how a read and a write run, and its writes of events.
+row, how ``set_history`` finds the first event that differs from the stored ones, and the steps of a fork, of a
+rewrite that keeps what it replaced, and of a delete that leaves forks whole (revision 0010), run by both. Each
+storage keeps only how it talks to its database: how it opens and closes, how a read and a write run, and its
+writes of events.
 """
 
 from __future__ import annotations
@@ -31,7 +33,16 @@ from .storage import (
     utc_text,
 )
 
-__all__ = ["DELETE_SESSION", "DurableStorage", "Rewrite", "event_row", "fork_steps", "replace_steps"]
+__all__ = [
+    "DELETE_SESSION",
+    "DurableStorage",
+    "Rewrite",
+    "Steps",
+    "event_row",
+    "fork_steps",
+    "replace_steps",
+    "run_steps",
+]
 
 T = TypeVar("T")
 Opened = TypeVar("Opened")
