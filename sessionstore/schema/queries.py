@@ -332,30 +332,35 @@ FORK_EVENTS_BYTES = (
 
 # A fork's newest events, oldest of them first; and as bytes.
 FORK_RECENT = (
-    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE "
+    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE "
     "e.session = :id), (SELECT sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - 1 AS pos, "
-    "coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE e.session = :id), (SELECT "
+    "coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE e.session = :id), (SELECT "
     "sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - :last AS stop UNION ALL SELECT walk.pos - 1 AS "
-    "anon_2, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
+    "anon_3, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
     "AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, sessions.forked_from AS up, sessions.forked_at "
     "AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
-    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT e.type, e.payload "
-    "FROM walk JOIN chain ON walk.pos >= coalesce(chain.at, 0) AND (chain.below IS NULL OR walk.pos < chain.below) "
-    "JOIN events AS e ON e.session = chain.session AND e.position = walk.pos WHERE walk.pos >= 0 ORDER BY walk.pos"
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT w.type, w.payload "
+    "FROM (SELECT anon_1.pos AS pos, (SELECT e.type FROM events AS e WHERE e.session = anon_1.session AND e.position = "
+    "anon_1.pos) AS type, (SELECT e.payload FROM events AS e WHERE e.session = anon_1.session AND e.position = "
+    "anon_1.pos) AS payload FROM (SELECT walk.pos AS pos, chain.session AS session FROM walk JOIN chain ON walk.pos >= "
+    "coalesce(chain.at, 0) AND (chain.below IS NULL OR walk.pos < chain.below) WHERE walk.pos >= 0) AS anon_1) AS w "
+    "WHERE w.type IS NOT NULL ORDER BY w.pos"
 )
 
 FORK_RECENT_BYTES = (
-    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE "
+    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE "
     "e.session = :id), (SELECT sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - 1 AS pos, "
-    "coalesce((SELECT max(e.position) + 1 AS anon_1 FROM events AS e WHERE e.session = :id), (SELECT "
+    "coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE e.session = :id), (SELECT "
     "sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - :last AS stop UNION ALL SELECT walk.pos - 1 AS "
-    "anon_2, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
+    "anon_3, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
     "AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, sessions.forked_from AS up, sessions.forked_at "
     "AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
-    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT CAST(e.type AS "
-    "BLOB) AS type, CAST(e.payload AS BLOB) AS payload FROM walk JOIN chain ON walk.pos >= coalesce(chain.at, 0) AND "
-    "(chain.below IS NULL OR walk.pos < chain.below) JOIN events AS e ON e.session = chain.session AND e.position = "
-    "walk.pos WHERE walk.pos >= 0 ORDER BY walk.pos"
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT w.type, w.payload "
+    "FROM (SELECT anon_1.pos AS pos, (SELECT CAST(e.type AS BLOB) AS type FROM events AS e WHERE e.session = "
+    "anon_1.session AND e.position = anon_1.pos) AS type, (SELECT CAST(e.payload AS BLOB) AS payload FROM events AS e "
+    "WHERE e.session = anon_1.session AND e.position = anon_1.pos) AS payload FROM (SELECT walk.pos AS pos, "
+    "chain.session AS session FROM walk JOIN chain ON walk.pos >= coalesce(chain.at, 0) AND (chain.below IS NULL OR "
+    "walk.pos < chain.below) WHERE walk.pos >= 0) AS anon_1) AS w WHERE w.type IS NOT NULL ORDER BY w.pos"
 )
 
 # What import compares a stored session's events with.

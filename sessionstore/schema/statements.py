@@ -476,13 +476,16 @@ def _fork_recent(t: Schema, *, raw: bool = False) -> Any:
     walk = first.cte("walk", recursive=True)
     walk = walk.union_all(select(walk.c.pos - 1, walk.c.stop).where(walk.c.pos > walk.c.stop, walk.c.pos > 0))
     holds = and_(walk.c.pos >= func.coalesce(chain.c.at, 0), or_(chain.c.below.is_(None), walk.c.pos < chain.c.below))
-    columns = (e.c.type, e.c.payload)
-    return (
-        select(*((cast(c, LargeBinary).label(c.name) if raw else c) for c in columns))
-        .select_from(walk.join(chain, holds).join(e, and_(e.c.session == chain.c.session, e.c.position == walk.c.pos)))
-        .where(walk.c.pos >= 0)
-        .order_by(walk.c.pos)
-    )
+    # Each position's segment, then its row by a correlated probe of (session, position): never a join the
+    # planner could turn around into a scan of every event for a position.
+    slot = select(walk.c.pos, chain.c.session).select_from(walk.join(chain, holds)).where(walk.c.pos >= 0).subquery()
+
+    def probe(c: Any) -> Any:
+        at = and_(e.c.session == slot.c.session, e.c.position == slot.c.pos)
+        return select(cast(c, LargeBinary) if raw else c).where(at).scalar_subquery().label(c.name)
+
+    window = select(slot.c.pos, probe(e.c.type), probe(e.c.payload)).subquery("w")
+    return select(window.c.type, window.c.payload).where(window.c.type.is_not(None)).order_by(window.c.pos)
 
 
 def _events_of(t: Schema, *columns: str) -> Any:
