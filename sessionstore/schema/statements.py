@@ -484,8 +484,9 @@ def _fork_recent(t: Schema, *, raw: bool = False) -> Any:
         at = and_(e.c.session == slot.c.session, e.c.position == slot.c.pos)
         return select(cast(c, LargeBinary) if raw else c).where(at).scalar_subquery().label(c.name)
 
+    kind, payload = (e.c.type.name, e.c.payload.name)
     window = select(slot.c.pos, probe(e.c.type), probe(e.c.payload)).subquery("w")
-    return select(window.c.type, window.c.payload).where(window.c.type.is_not(None)).order_by(window.c.pos)
+    return select(window.c[kind], window.c[payload]).where(window.c[kind].is_not(None)).order_by(window.c.pos)
 
 
 def _events_of(t: Schema, *columns: str) -> Any:
