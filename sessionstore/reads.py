@@ -393,12 +393,13 @@ def text_at(payload: str, path: str) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def events_of(conn: Connection, sid: str, *, current: bool = True) -> list[StoredEvent]:
-    """A session's events as stored, each with its role and text, in order."""
+def events_of(conn: Connection, sid: str, *, sql: str, current: bool = True) -> list[StoredEvent]:
+    """A session's events as stored, each with its role and text, in order (a fork's shared ones included;
+    ``sql``: the database's statement for it, its backend's ``events_of``)."""
     if not current and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
         return _legacy_events(conn, sid)
     events = []
-    for position, kind, payload, created, role, text, path in conn.execute(queries.EVENTS_OF, {"sid": sid}):
+    for position, kind, payload, created, role, text, path in conn.execute(sql, {"sid": sid}):
         shown = text_at(payload, path) if path is not None else text
         events.append(StoredEvent(int(position), str(kind), str(payload), stamp(created), role, shown, path))
     return events
@@ -417,14 +418,14 @@ def _legacy_events(conn: Connection, sid: str) -> list[StoredEvent]:
     return events
 
 
-def stored_session(conn: Connection, sid: str, current: bool, seen: set[str]) -> StoredSession:
+def stored_session(conn: Connection, sid: str, current: bool, seen: set[str], sql: str) -> StoredSession:
     seen.add(sid)  # a loop of parents made by hand ends here
     (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
     children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
-    subagents = [stored_session(conn, child, current, seen) for child in children if child not in seen]
+    subagents = [stored_session(conn, child, current, seen, sql) for child in children if child not in seen]
     branched = [str(row[0]) for row in conn.execute(queries.BRANCHES, {"sid": sid})] if current else []
-    branches = [stored_session(conn, branch, current, seen) for branch in branched if branch not in seen]
-    return StoredSession(record, events_of(conn, sid, current=current), subagents, branches)
+    branches = [stored_session(conn, branch, current, seen, sql) for branch in branched if branch not in seen]
+    return StoredSession(record, events_of(conn, sid, current=current, sql=sql), subagents, branches)
 
 
 def branch_owners(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:

@@ -51,7 +51,7 @@ def read_session(backend: Backend, prefix: str) -> StoredSession:
     """``sessionstore show``: a session (by id or unique prefix), its events and its subagents', from one
     snapshot."""
     with backend.reading(snapshot=True) as conn:
-        return stored_session(conn, resolve(conn, prefix), backend.revision(conn) == HEAD, set())
+        return stored_session(conn, resolve(conn, prefix), backend.revision(conn) == HEAD, set(), backend.events_of)
 
 
 @command

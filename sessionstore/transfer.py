@@ -109,7 +109,7 @@ def _parent_of(conn: Connection, sid: str, current: bool) -> str | None:
 
 
 def _export_lines(
-    conn: Connection, ids: Sequence[str] | None, current: bool, progress: Progress | None
+    conn: Connection, ids: Sequence[str] | None, current: bool, progress: Progress | None, events_sql: str
 ) -> Iterator[str]:
     def dump(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -138,7 +138,7 @@ def _export_lines(
                 **({} if record.branch_of is None else {"branch_of": record.branch_of}),
             }
         )
-        for event in events_of(conn, sid, current=current):
+        for event in events_of(conn, sid, current=current, sql=events_sql):
             yield dump(
                 {
                     "kind": "event",
@@ -180,7 +180,7 @@ def export_sessions(
         if ids is not None:
             ids = _with_subagents(conn, ids, current)
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
-        lines = _export_lines(conn, ids, current, progress)
+        lines = _export_lines(conn, ids, current, progress, backend.events_of)
         if named is not None and target is not None:
             _write(named, target, lines)
         elif not isinstance(out, (str, os.PathLike)):

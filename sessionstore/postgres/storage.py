@@ -668,7 +668,7 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
                 return [(str(t), str(p)) for t, p in await conn.execute(text(queries.FORK_RECENT), params)]
             rows = (await conn.execute(text(queries.HISTORY), {"sid": sid})).all()
             if rows and rows[0][4] is not None:  # a fork: its segments' rows
-                shared = await conn.execute(text(queries.FORK_EVENTS), {"id": rows[0][0]})
+                shared = await conn.execute(text(queries.FORK_EVENTS_POSTGRESQL), {"id": rows[0][0]})
                 return [(str(t), str(p)) for t, p in shared]
             return [(str(r[2]), str(r[3])) for r in rows if r[2] is not None]
 
@@ -685,7 +685,7 @@ class PostgresStorage(DurableStorage[AsyncEngine]):
         async def work(conn: AsyncConnection) -> None:
             now = _now()
             row_id, forked_from = await self._lock_row(conn, stream_id, parent, now)
-            read = queries.STORED_EVENTS if forked_from is None else queries.FORK_EVENTS
+            read = queries.STORED_EVENTS if forked_from is None else queries.FORK_EVENTS_POSTGRESQL
             stored = [(str(t), str(p)) for t, p in await conn.execute(text(read), {"id": row_id})]
             keep = rewrite.unchanged(stored)
             if keep < len(stored):

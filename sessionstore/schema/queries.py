@@ -27,6 +27,7 @@ __all__ = [
     "DELETE_SESSION",
     "DETACH_HEIRS",
     "EVENTS_OF",
+    "EVENTS_OF_POSTGRESQL",
     "EVENT_ID_RANGE",
     "EVENT_ROWS",
     "EVENT_TYPES",
@@ -34,6 +35,7 @@ __all__ = [
     "FORKS_ABOVE",
     "FORK_EVENTS",
     "FORK_EVENTS_BYTES",
+    "FORK_EVENTS_POSTGRESQL",
     "FORK_ORIGIN",
     "FORK_RECENT",
     "FORK_RECENT_BYTES",
@@ -330,6 +332,16 @@ FORK_EVENTS_BYTES = (
     "AS e ON e.session = chain.session AND (chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
 )
 
+# The same on PostgreSQL, each segment through LATERAL (its planner would read every event otherwise).
+FORK_EVENTS_POSTGRESQL = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT e.type, e.payload FROM chain JOIN LATERAL (SELECT events.position AS position, "
+    "events.type AS type, events.payload AS payload FROM events WHERE events.session = chain.session AND (chain.below "
+    "IS NULL OR events.position < chain.below) LIMIT ALL OFFSET 0) AS e ON true ORDER BY e.position"
+)
+
 # A fork's newest events, oldest of them first; and as bytes.
 FORK_RECENT = (
     "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE "
@@ -369,7 +381,8 @@ EVENT_ROWS = (
     "events.position"
 )
 
-# What a person reads of each event: its role and text (or where in the payload the text is).
+# What a person reads of each event: its role and text (or where in the payload the text is); a fork's shared events
+# included. PostgreSQL's through LATERAL (as FORK_EVENTS_POSTGRESQL), which its backend names.
 EVENTS_OF = (
     "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
     "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = (SELECT sessions.id FROM "
@@ -377,6 +390,17 @@ EVENTS_OF = (
     "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT e.position, e.type, "
     "e.payload, e.created_at, e.role, e.text, e.text_path FROM chain JOIN events AS e ON e.session = chain.session AND "
     "(chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
+)
+
+EVENTS_OF_POSTGRESQL = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = (SELECT sessions.id FROM "
+    "sessions WHERE sessions.session_id = :sid) UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT e.position, e.type, "
+    "e.payload, e.created_at, e.role, e.text, e.text_path FROM chain JOIN LATERAL (SELECT events.position AS position, "
+    "events.type AS type, events.payload AS payload, events.created_at AS created_at, events.role AS role, events.text "
+    "AS text, events.text_path AS text_path FROM events WHERE events.session = chain.session AND (chain.below IS NULL "
+    "OR events.position < chain.below) LIMIT ALL OFFSET 0) AS e ON true ORDER BY e.position"
 )
 
 # The same of a file from before revision 0003, which stores no role or text (the codec describes them).

@@ -451,6 +451,20 @@ def _in_chain(chain: Any, e: Any) -> Any:
     )
 
 
+def _in_chain_postgresql(t: Schema, chain: Any, *columns: str) -> tuple[Any, Any]:
+    """:func:`_in_chain` on PostgreSQL: each segment's rows through a LATERAL subquery, one range of the index on
+    (session, position) per segment. Joined plainly, PostgreSQL guesses a recursive chain at a hundred segments
+    and reads every event once (a hash join) rather than a few ranges. The rows, and their ``position``."""
+    e = t.events
+    rows = (
+        select(e.c.position, *(e.c[name] for name in columns if name != "position"))
+        .where(e.c.session == chain.c.session, or_(chain.c.below.is_(None), e.c.position < chain.c.below))
+        .offset(0)  # a fence: PostgreSQL pulls a plain subquery up into the join, and reads every event again
+        .lateral("e")
+    )
+    return chain.join(rows, literal_column("true")), rows
+
+
 def _fork_events(t: Schema, *, raw: bool = False) -> Any:
     """A fork's history by its row id, in order: its segments' rows (``raw``: as bytes)."""
     e = t.events.alias("e")
@@ -461,6 +475,23 @@ def _fork_events(t: Schema, *, raw: bool = False) -> Any:
         .select_from(_in_chain(chain, e))
         .order_by(e.c.position)
     )
+
+
+# The columns show and export read of each event.
+_SHOWN = ("position", "type", "payload", "created_at", "role", "text", "text_path")
+
+
+def _fork_events_postgresql(t: Schema) -> Any:
+    chain = _chain(t, bindparam("id"))
+    joined, rows = _in_chain_postgresql(t, chain, "type", "payload")
+    return select(rows.c.type, rows.c.payload).select_from(joined).order_by(rows.c.position)
+
+
+def _events_of_postgresql(t: Schema, *columns: str) -> Any:
+    s = t.sessions
+    chain = _chain(t, select(s.c.id).where(_sid(s)).scalar_subquery())
+    joined, rows = _in_chain_postgresql(t, chain, *columns)
+    return select(*(rows.c[name] for name in columns)).select_from(joined).order_by(rows.c.position)
 
 
 def _fork_recent(t: Schema, *, raw: bool = False) -> Any:
@@ -877,8 +908,15 @@ STATEMENTS: list[Statement | Alias | Section] = [
         "A fork's history by its row id: its segments' rows in one statement (each a range of the index on"
         " (session, position)); and as bytes. A session that shares nothing reads STORED_EVENTS.",
         _fork_events,
+        ("sqlite",),
     ),
     Statement("FORK_EVENTS_BYTES", "", lambda t: _fork_events(t, raw=True), ("sqlite",)),
+    Statement(
+        "FORK_EVENTS_POSTGRESQL",
+        "The same on PostgreSQL, each segment through LATERAL (its planner would read every event otherwise).",
+        _fork_events_postgresql,
+        ("postgresql",),
+    ),
     Statement("FORK_RECENT", "A fork's newest events, oldest of them first; and as bytes.", _fork_recent),
     Statement("FORK_RECENT_BYTES", "", lambda t: _fork_recent(t, raw=True), ("sqlite",)),
     Statement(
@@ -892,9 +930,12 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement(
         "EVENTS_OF",
-        "What a person reads of each event: its role and text (or where in the payload the text is).",
-        lambda t: _events_of(t, "position", "type", "payload", "created_at", "role", "text", "text_path"),
+        "What a person reads of each event: its role and text (or where in the payload the text is); a fork's"
+        " shared events included. PostgreSQL's through LATERAL (as FORK_EVENTS_POSTGRESQL), which its backend names.",
+        lambda t: _events_of(t, *_SHOWN),
+        ("sqlite",),
     ),
+    Statement("EVENTS_OF_POSTGRESQL", "", lambda t: _events_of_postgresql(t, *_SHOWN), ("postgresql",)),
     Statement(
         "LEGACY_EVENTS_OF",
         "The same of a file from before revision 0003, which stores no role or text (the codec describes them).",
