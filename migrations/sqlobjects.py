@@ -35,6 +35,7 @@ from alembic.script import ScriptDirectory
 
 __all__ = [
     "Column",
+    "EditedView",
     "ExtendedView",
     "FullTextIndex",
     "Function",
@@ -117,6 +118,36 @@ class ExtendedView(SQLObject):
 
     def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
         yield from find(scripts, self.view, View).drop(scripts)
+
+
+@dataclass(frozen=True)
+class EditedView(SQLObject):
+    """An earlier revision's view (of any kind: a :class:`View`, an :class:`ExtendedView`) with parts of its SQL
+    replaced and, like :class:`ExtendedView`, more columns before its last top-level ``FROM`` line.
+
+    Each ``(old, new)`` of ``edits`` must be in the earlier SQL (a revision never edits what is not there).
+    Dropped as the view it edits is.
+    """
+
+    view: SQLObject | str
+    edits: tuple[tuple[str, str], ...]
+    columns: str = ""
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        for sql in find(scripts, self.view, SQLObject).create(scripts):
+            for old, new in self.edits:
+                if old not in sql:
+                    raise ValueError(f"{old!r} is not in the view's SQL: {sql!r}")
+                sql = sql.replace(old, new)
+            if self.columns:
+                select, newline_from, rest = sql.rpartition("\nFROM ")
+                if not newline_from:
+                    raise ValueError(f"no FROM line to add columns before in {sql!r}")
+                sql = f"{select},\n    {self.columns}\nFROM {rest}"
+            yield sql
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield from find(scripts, self.view, SQLObject).drop(scripts)
 
 
 @dataclass(frozen=True)

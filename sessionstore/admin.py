@@ -13,10 +13,12 @@ transaction on PostgreSQL, where only the writers of the sessions it changes wai
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from .backend import Backend, command
+from .durable import DELETE_SESSION, fork_steps, run_steps
 from .errors import SessionHeldError, UsageError
 from .reads import RETENTION, CheckReport, Connection, iter_sessions, parent_of, resolve, resolve_all, retention_setting
 from .schema import queries
@@ -42,7 +44,8 @@ def _deleter(backend: Backend) -> Callable[[Connection, str], tuple[str, int]]:
         """Delete a session (its subagents go with it); its id and how many subagents went."""
         # -1 for a session already gone (named after its parent, which took it along)
         subagents = max(0, int(conn.execute(queries.SUBAGENT_COUNT, {"sid": sid}).fetchone()[0]))
-        conn.execute(queries.DELETE_SESSION, {"sid": sid})
+        for sql in DELETE_SESSION:
+            conn.execute(sql, {"sid": sid})
         backend.note_deleted(conn)
         return sid, subagents
 
@@ -177,6 +180,18 @@ def set_retention(backend: Backend, max_age: timedelta | None) -> None:
     params = {"name": RETENTION} if max_age is None else retention_setting(max_age)
     with backend.writable() as conn, backend.transaction(conn):
         conn.execute(queries.DROP_SETTING if max_age is None else queries.PUT_SETTING, params)
+
+
+@command
+def fork(backend: Backend, prefix: str, at: int | None = None) -> str:
+    """``sessionstore fork``: a new session sharing the first ``at`` events (all when ``None``) of a stored one
+    (revision 0012: shared, not copied); the new session's id. Forking writes nothing of the session forked, so
+    a session a live process holds can be forked."""
+    new = uuid.uuid4().hex
+    with backend.writable() as conn, backend.transaction(conn):
+        sid = resolve(conn, prefix)
+        run_steps(fork_steps(sid, at, utc_text(datetime.now(UTC)), new), conn.execute)
+    return new
 
 
 @command

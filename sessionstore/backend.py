@@ -44,6 +44,9 @@ class Backend(Protocol):
     top_level: str
     """How a listing leaves subagents out, in this database's words (the statements' ``TOP_LEVEL``, or PostgreSQL's
     ``TOP_LEVEL_POSTGRESQL``, whose selectivity its planner can estimate)."""
+    events_of: str
+    """How ``show`` and ``export`` read a session's whole history, a fork's shared events included, in this
+    database's words (the statements' ``EVENTS_OF``, or PostgreSQL's ``EVENTS_OF_POSTGRESQL``, through LATERAL)."""
 
     def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a command's function, synchronous code using this backend's connections, to its end (a generator's

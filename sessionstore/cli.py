@@ -206,6 +206,10 @@ def print_transcript(stored: StoredSession, held: dict[str, str], *, everything:
     out.line(f"session  {summary.session_id}")
     if summary.parent_id is not None:
         out.line(f"parent   {summary.parent_id} (this session is one of its subagents)")
+    if summary.forked_from is not None:
+        out.line(f"forked   from {summary.forked_from} at event {summary.forked_at} (its first events are shared)")
+    if summary.branch_of is not None:
+        out.line(f"branch   an earlier branch of {summary.branch_of}: the events a rewrite replaced")
     out.line(f"title    {summary.title or '(none)'}")
     out.line(f"cwd      {summary.cwd}")
     out.line(f"created  {shown_time(summary.created_at)}   updated {shown_time(summary.updated_at)}   {state}")
@@ -218,6 +222,26 @@ def print_transcript(stored: StoredSession, held: dict[str, str], *, everything:
         out.line(f"subagents {_subagent_count(stored)} (each shown where it started, indented)")
     out.gap()
     _print_events(out, stored, everything, "")
+    _print_branches(out, stored, everything)
+
+
+def _print_branches(out: _Lines, stored: StoredSession, everything: bool) -> None:
+    """A session's earlier branches (what rewrites replaced, kept), each whole, after its transcript; with
+    ``everything`` only (``show --all``), else one line that says they are there."""
+    if not stored.branches:
+        return
+    out.gap()
+    if not everything:
+        count = len(stored.branches)
+        out.line(f"({count} earlier branch{'es' * (count != 1)} not shown: what rewrites replaced; --all shows them)")
+        return
+    for branch in stored.branches:
+        record = branch.record
+        replaced = shown_time(record.created_at)
+        out.line(f"earlier branch {record.session_id}  ({record.events} events, replaced {replaced})")
+        out.gap()
+        _print_events(out, branch, everything, SUBAGENT_INDENT)
+        out.gap()
 
 
 def _subagent_count(stored: StoredSession) -> int:
@@ -300,6 +324,9 @@ def _record_json(record: SessionRecord, held: dict[str, str]) -> dict[str, Any]:
         "released": record.released,
         "held_by": held.get(record.session_id),
         "parent_id": record.parent_id,
+        "forked_from": record.forked_from,
+        "forked_at": record.forked_at,
+        "branch_of": record.branch_of,
         "events": record.events,
         "usage": None if record.usage is None else usage_json(record.usage),
     }
@@ -312,7 +339,16 @@ def _session_json(stored: StoredSession, held: dict[str, str]) -> dict[str, Any]
         "usage": stored.usage.to_json(),
         "events": [e.to_json() for e in stored.events],
         "subagents": [_session_json(subagent, held) for subagent in stored.subagents],
+        "branches": [_session_json(branch, held) for branch in stored.branches],
     }
+
+
+def _titled(record: SessionRecord) -> str:
+    """A listed session's title, and where a fork came from: ``(fork of 76a09e666125 at 2)``."""
+    title = record.title or ""
+    if record.forked_from is None:
+        return title
+    return f"{title}  (fork of {record.forked_from[:SHORT_ID]} at {record.forked_at})".lstrip()
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -334,7 +370,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             str(s.events),
             f"{s.usage.total:,}" if s.usage else "",
             s.cwd,
-            s.title or "",
+            _titled(s),
         ]
         for s in sessions
     ]
@@ -443,8 +479,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     for hit in hits:  # best hit first; a session's hits together under it
         by_session.setdefault(hit.session_id, []).append(hit)
     for sid, group in by_session.items():
-        parent = group[0].parent_id
+        parent, live = group[0].parent_id, group[0].branch_of
         of = f"  (subagent of {parent[:SHORT_ID]})" if parent is not None else ""
+        of += f"  (an earlier branch of {live[:SHORT_ID]}: what a rewrite replaced)" if live is not None else ""
         print(f"{sid[:SHORT_ID]}  {group[0].title or '(untitled)'}{of}")
         for hit in group:
             snippet = " ".join(hit.snippet.split())
@@ -467,6 +504,17 @@ def cmd_title(args: argparse.Namespace) -> int:
 
     sid = admin.set_title(args.db, args.id, title)
     print(f"{sid}: {'title cleared' if title is None else f'title set to {title!r}'}")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    from . import admin
+
+    new = admin.fork(args.db, args.id, args.at)
+    if args.json:
+        _print_json(_record_json(records.read_session(args.db, new).record, {}))
+    else:
+        print(new)
     return 0
 
 
@@ -653,6 +701,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("text", nargs="?", help="the new title")
     p.add_argument("--clear", action="store_true", help="remove the stored title (a derived one shows instead)")
+
+    p = command("fork", cmd_fork, "fork a session: a new one sharing its first N events; prints the new id")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--at", type=int, metavar="N", help="share the first N events (default: all of them)")
+    p.add_argument("--json", action="store_true", help="JSON output (the new session's record)")
 
     p = command("stats", cmd_stats, "counts, file size and schema revision")
     p.add_argument("--json", action="store_true", help="JSON output")

@@ -3,8 +3,10 @@
 :class:`~sessionstore.SQLiteStorage` and :class:`~sessionstore.postgres.PostgresStorage` keep the same sessions
 and events with the same statements. What they do alike lives here: a storage's life on an event loop (opened on
 first use, bound to one loop, closed with it), the session catalogue (records, listing), the columns of an event's
-row, and how ``set_history`` finds the first event that differs from the stored ones. Each storage keeps only how
-it talks to its database: how it opens and closes, how a read and a write run, and its writes of events.
+row, how ``set_history`` finds the first event that differs from the stored ones, and the steps of a fork, of a
+rewrite that keeps what it replaced, and of a delete that leaves forks whole (revision 0012), run by both. Each
+storage keeps only how it talks to its database: how it opens and closes, how a read and a write run, and its
+writes of events.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Self, TypeVar
 
 from .codec import Codec, JsonCodec, describe_row
-from .errors import StorageError
+from .errors import InvalidForkPositionError, NoSuchSessionError, StorageError
 from .reads import RETENTION, cutoff_of, load_session, retention_of, retention_setting, session_page, stale_sessions
 from .schema import queries
 from .storage import (
@@ -33,7 +35,18 @@ from .storage import (
     utc_text,
 )
 
-__all__ = ["RETENTION_BATCH", "RETENTION_EVERY", "DurableStorage", "Rewrite", "event_row"]
+__all__ = [
+    "DELETE_SESSION",
+    "RETENTION_BATCH",
+    "RETENTION_EVERY",
+    "DurableStorage",
+    "Rewrite",
+    "Steps",
+    "event_row",
+    "fork_steps",
+    "replace_steps",
+    "run_steps",
+]
 
 RETENTION_EVERY = 60.0
 """Seconds between two passes of the retention policy in an open storage (the first pass comes as it opens). A
@@ -46,6 +59,84 @@ T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 Opened = TypeVar("Opened")
+
+Steps = Generator[tuple[str, dict[str, Any]], Any, T]
+"""Statements to run in one write transaction, one at a time: each ``(sql, params)`` is answered with its result
+(a cursor: ``fetchone()``, ``rowcount``), so the same steps run on SQLite's connection and on PostgreSQL's."""
+
+DELETE_SESSION = (queries.GIVE_SHARED_ROWS, queries.DETACH_HEIRS, queries.DELETE_SESSION)
+"""Deleting a session (``:sid``), in one transaction: its forks elsewhere (and those of its subagents and earlier
+branches) first get the rows they share copied into their own, so each stays whole; then it goes with its
+subagents and earlier branches (``ON DELETE CASCADE``). Every delete runs these: ``drop_history``, ``delete``,
+``prune``."""
+
+
+def fork_steps(sid: str, at: int | None, now: object, new_sid: str) -> Steps[None]:
+    """Fork session ``sid`` at position ``at`` (its length when ``None``) as the new session ``new_sid``, sharing
+    the history below ``at`` (revision 0012). A fork at or below the session's own ``forked_at`` shares what the
+    session shares, so a chain stays as short as it can."""
+    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or at < 0):
+        raise InvalidForkPositionError(f"a fork's position must be a whole number of zero or more, got {at!r}")
+    found = (yield queries.FORK_ORIGIN, {"sid": sid}).fetchone()
+    if found is None:
+        raise NoSuchSessionError(f"no session {sid} to fork")
+    row_id, length = int(found[0]), int(found[3])
+    forked_from, forked_at = (None if v is None else int(v) for v in found[1:3])
+    if at is None:
+        at = length
+    if at > length:
+        raise InvalidForkPositionError(
+            f"session {sid} has {length} events: it can be forked at 0 to {length}, not {at}"
+        )
+    up = forked_from if forked_from is not None and forked_at is not None and at <= forked_at else row_id
+    params = {"sid": new_sid, "id": row_id, "now": now, "forked_from": up, "forked_at": at, "branch_of": None}
+    yield queries.FORK_SESSION, params
+
+
+def replace_steps(
+    row_id: int,
+    forked_from: int | None,
+    forked_at: int | None,
+    keep: int,
+    length: int,
+    *,
+    keep_past: bool,
+    now: object,
+    new_sid: Callable[[], str],
+) -> Steps[int]:
+    """Before a rewrite replaces the session's events from position ``keep`` on (of ``length``): move them to
+    a new earlier branch (a hidden session of its own, ``branch_of`` the session) and re-point the forks that
+    read them there, so no row a fork shares changes in place and the past stays readable; without
+    ``keep_past``, delete them instead, unless a fork reads them. A rewrite into a fork's shared prefix
+    (``keep`` below its ``forked_at``) moves all its own rows and shares less. Returns how many of the
+    session's rows went (each counted by its revision)."""
+    if keep >= length:
+        return 0
+    shared_from = forked_at or 0
+    read = (yield queries.FORKS_ABOVE, {"id": row_id, "position": keep}).fetchone() is not None
+    if keep_past or read:
+        branch_from, branch_at = (row_id, keep) if keep >= shared_from else (forked_from, shared_from)
+        made = {"sid": new_sid(), "id": row_id, "now": now, "forked_from": branch_from, "forked_at": branch_at}
+        branch = (yield queries.FORK_SESSION, {**made, "branch_of": row_id}).fetchone()[0]
+        moved = {"id": row_id, "branch": branch, "position": keep}
+        gone = int((yield queries.MOVE_EVENTS, moved).rowcount)
+        yield queries.REPOINT_FORKS, moved
+    else:
+        gone = int((yield queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep}).rowcount)
+    if keep < shared_from:
+        yield queries.SET_FORKED_AT, {"id": row_id, "position": keep}
+    return gone
+
+
+def run_steps(steps: Steps[T], run: Callable[[str, dict[str, Any]], Any]) -> T:
+    """Run ``steps`` with ``run(sql, params)`` (a connection's ``execute``); their result."""
+    result = None
+    try:
+        while True:
+            sql, params = steps.send(result)
+            result = run(sql, params)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 def event_row(codec: Codec, event: Any) -> dict[str, Any]:
@@ -133,8 +224,9 @@ class DurableStorage(Generic[Opened]):
     _top_level: str
     """How a listing page leaves subagents out, in its database's words (as its backend's ``top_level``)."""
 
-    def __init__(self, *, codec: Codec | None, auto_upgrade: bool) -> None:
+    def __init__(self, *, codec: Codec | None, auto_upgrade: bool, keep_past: bool = True) -> None:
         self.codec: Codec = codec if codec is not None else JsonCodec()
+        self.keep_past = keep_past
         annotate_context(self, self.codec)
         self.auto_upgrade = auto_upgrade
         self._opened: Opened | None = None

@@ -95,6 +95,11 @@ class InvalidWindowError(StorageError, ValueError):
     nothing was read."""
 
 
+class InvalidForkPositionError(StorageError, ValueError):
+    """A position to fork a session at that is not a whole number from 0 to the session's length; nothing was
+    written."""
+
+
 class NotADatabaseError(StorageError):
     """The file exists but is not a SQLite database (or is encrypted); it was not changed."""
 

@@ -30,6 +30,7 @@ __all__ = [
     "Stats",
     "StoredEvent",
     "StoredSession",
+    "branch_owners",
     "events_of",
     "iter_sessions",
     "load_session",
@@ -161,6 +162,8 @@ class StoredSession:
     events: list[StoredEvent]
     subagents: list[StoredSession] = field(default_factory=list)
     usage: Usage = NO_USAGE
+    # Its earlier branches (revision 0012): the events rewrites replaced, each its whole history then, oldest first.
+    branches: list[StoredSession] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +176,15 @@ class SearchHit:
     role: str | None = None
     # The session this hit's session is a subagent of (None: a session of its own).
     parent_id: str | None = None
+    # The live session whose earlier branch (events a rewrite replaced, revision 0012) the hit is in.
+    branch_of: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "session_id": self.session_id,
             "title": self.title,
             "parent_id": self.parent_id,
+            "branch_of": self.branch_of,
             "position": self.position,
             "type": self.type,
             "role": self.role,
@@ -299,7 +305,8 @@ def record_of(row: Sequence[Any]) -> SessionRecord:
     record is still listed, the column reads as empty, and its raw text is kept
     under ``meta["sessionstore.unreadable"][column]``, so nothing is silently lost.
     """
-    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events, parent = row
+    sid, title, title_set, cwd, dirs, servers, meta, created, updated, released, events, parent = row[:12]
+    forked_from, forked_at, branch_of = row[12:15]
     unreadable: dict[str, str] = {}
     directories = _json_column(dirs, list, "additional_directories", unreadable)
     mcp_servers = _json_column(servers, list, "mcp_servers", unreadable)
@@ -319,6 +326,9 @@ def record_of(row: Sequence[Any]) -> SessionRecord:
         parent_id=None if parent is None else str(parent),
         events=int(events),
         derived_title=title is not None and not title_set,
+        forked_from=None if forked_from is None else str(forked_from),
+        forked_at=None if forked_at is None else int(forked_at),
+        branch_of=None if branch_of is None else str(branch_of),
     )
 
 
@@ -463,8 +473,9 @@ def text_at(payload: str, path: str) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def events_of(conn: Connection, sid: str, *, current: bool = True) -> list[StoredEvent]:
-    """A session's events as stored, each with its role and text, in order."""
+def events_of(conn: Connection, sid: str, *, sql: str, current: bool = True) -> list[StoredEvent]:
+    """A session's events as stored, each with its role and text, in order (a fork's shared ones included;
+    ``sql``: the database's statement for it, its backend's ``events_of``)."""
     if not current and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
         return _legacy_events(conn, sid)
     tokens = {}
@@ -472,7 +483,7 @@ def events_of(conn: Connection, sid: str, *, current: bool = True) -> list[Store
         for position, *counts in conn.execute(queries.EVENT_TOKENS, {"sid": sid}):
             tokens[int(position)] = Tokens(*(int(n or 0) for n in counts))
     events = []
-    for position, kind, payload, created, role, text, path in conn.execute(queries.EVENTS_OF, {"sid": sid}):
+    for position, kind, payload, created, role, text, path in conn.execute(sql, {"sid": sid}):
         shown = text_at(payload, path) if path is not None else text
         event = StoredEvent(int(position), str(kind), str(payload), stamp(created), role, shown, path)
         events.append(replace(event, tokens=tokens[event.position]) if event.position in tokens else event)
@@ -492,13 +503,25 @@ def _legacy_events(conn: Connection, sid: str) -> list[StoredEvent]:
     return events
 
 
-def stored_session(conn: Connection, sid: str, current: bool, seen: set[str]) -> StoredSession:
+def stored_session(conn: Connection, sid: str, current: bool, seen: set[str], sql: str) -> StoredSession:
     seen.add(sid)  # a loop of parents made by hand ends here
     (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
     children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
-    subagents = [stored_session(conn, child, current, seen) for child in children if child not in seen]
+    subagents = [stored_session(conn, child, current, seen, sql) for child in children if child not in seen]
+    branched = [str(row[0]) for row in conn.execute(queries.BRANCHES, {"sid": sid})] if current else []
+    branches = [stored_session(conn, branch, current, seen, sql) for branch in branched if branch not in seen]
     usage = session_usage(conn, sid, turns=True) if current else NO_USAGE
-    return StoredSession(record, events_of(conn, sid, current=current), subagents, usage)
+    events = events_of(conn, sid, current=current, sql=sql)
+    return StoredSession(record, events, subagents, usage, branches)
+
+
+def branch_owners(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
+    """``hits``, each in an earlier branch naming the live session it belongs to (:attr:`SearchHit.branch_of`)."""
+    owners: dict[str, str | None] = {}
+    for sid in {hit.session_id for hit in hits}:
+        record = next(iter_sessions(conn, where="session_id = :sid", sid=sid), None)
+        owners[sid] = None if record is None else record.branch_of
+    return [replace(hit, branch_of=owners[hit.session_id]) if owners[hit.session_id] else hit for hit in hits]
 
 
 # -- retention (revision 0010) ---------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .reads import (
     SearchHit,
     Stats,
     StoredSession,
+    branch_owners,
     forecast,
     iter_sessions,
     resolve,
@@ -69,7 +70,7 @@ def read_session(backend: Backend, prefix: str) -> StoredSession:
     """``sessionstore show``: a session (by id or unique prefix), its events and its subagents', from one
     snapshot."""
     with backend.reading(snapshot=True) as conn:
-        return stored_session(conn, resolve(conn, prefix), backend.revision(conn) == HEAD, set())
+        return stored_session(conn, resolve(conn, prefix), backend.revision(conn) == HEAD, set(), backend.events_of)
 
 
 @command
@@ -77,7 +78,9 @@ def search(backend: Backend, text: str, *, raw: bool = False, limit: int = 20) -
     """``sessionstore search``: events whose text holds every word, best first, exact however far a file's index
     trails. ``raw`` takes FTS5 query syntax as it is (on PostgreSQL, the part of it that has a meaning there)."""
     with backend.reading() as conn:
-        return backend.search(conn, text, raw=raw, limit=min(limit, _SQL_INT_MAX))
+        hits = backend.search(conn, text, raw=raw, limit=min(limit, _SQL_INT_MAX))
+        # A hit in an earlier branch (revision 0012) is reported as its live session's.
+        return branch_owners(conn, hits) if hits and backend.revision(conn) == HEAD else hits
 
 
 @command

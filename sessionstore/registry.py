@@ -31,6 +31,7 @@ from .errors import (
     InvalidSessionIdError,
     SessionBusyError,
     SessionLimitError,
+    StorageError,
     UnknownSessionError,
 )
 from .storage import Holding, MemoryStorage, SessionCatalog, SessionPage, SessionRecord, Storage, StreamId, in_session
@@ -388,6 +389,19 @@ class SessionStore:
                 await self._catalog.save_session(record)
             self._sessions[session.session_id] = session
             return session, True
+
+    async def fork(self, session: AgentSession, *, at: int | None = None) -> AgentSession:
+        """A new live session whose history is ``session``'s first ``at`` events (all of them when ``None``),
+        shared in the storage rather than copied, with its client context; it records where it came from
+        (:attr:`SessionRecord.forked_from`, ``forked_at``). The storage must fork
+        (:class:`~sessionstore.SQLiteStorage`, :class:`~sessionstore.postgres.PostgresStorage`), else
+        :class:`~sessionstore.StorageError`."""
+        fork = getattr(self._storage, "fork", None)
+        if fork is None:
+            raise StorageError(f"{type(self._storage).__name__} cannot fork a session; use a durable storage")
+        new_id = await fork(session.stream_id, at=at)
+        forked, _ = await self.get_or_adopt(new_id)
+        return forked
 
     async def get(self, session_id: str) -> AgentSession:
         """A live session, now the most recently used; :class:`UnknownSessionError` if none."""

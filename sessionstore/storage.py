@@ -232,6 +232,11 @@ class SessionRecord:
     when the stream's row is made (see :func:`opened_from`) and never changes
     it: a saved record ignores it.
 
+    ``forked_from`` and ``forked_at``: the session a fork was forked from and at which position (revision 0012;
+    ``None`` for a session that shares nothing, and once what it was forked from is deleted: it then holds its
+    whole history itself). ``branch_of``: for an earlier branch (events a rewrite replaced), the session it
+    belongs to. All three are the storage's to set: a saved record ignores them.
+
     Listings fill in three more: ``events`` (how many the session has),
     ``derived_title`` (true when ``title`` was made from the first user message
     by :func:`derive_title` because none was set) and ``usage`` (the tokens its
@@ -251,6 +256,9 @@ class SessionRecord:
     events: int | None = None
     derived_title: bool = False
     usage: Tokens | None = None
+    forked_from: str | None = None
+    forked_at: int | None = None
+    branch_of: str | None = None
 
     @property
     def stream_id(self) -> StreamId:

@@ -7,9 +7,13 @@ verbatim (lossless, even for event types this version cannot decode), with
 the role and text its codec gave it. A subagent's session line names the
 session it was opened from (``parent_id``, ``null`` for a session of its own)
 and comes after that session's lines: exporting a session exports its
-subagents with it. Version 2 files (no ``parent_id``: every session one of
-its own) and version 1 files (no role and text either) are read too: version
-1's events are sessionstore's own, described as its codec does.
+subagents with it. So do its earlier branches (revision 0012: the events a rewrite
+replaced), each line naming the live session (``branch_of``, written only for a
+branch) and each with its whole history, as a fork is exported whole too (its
+shared events are its lines): an import makes them sessions that share nothing.
+Version 2 files (no ``parent_id``: every session one of its own) and version 1
+files (no role and text either) are read too: version 1's events are
+sessionstore's own, described as its codec does.
 
 An export is read from one snapshot, so one taken while an agent writes is
 consistent. An import checks the whole file before it touches the database:
@@ -42,6 +46,7 @@ from . import scratch
 from .admin import refuse_held
 from .backend import Backend, Database, command, open_backend
 from .codec import ROLES, TOKEN_COLUMNS, is_text_path, legacy_description
+from .durable import DELETE_SESSION
 from .errors import EventEncodeError, ImportConflictError, ImportFileError, StorageError, UsageError
 from .events import Tokens
 from .reads import Connection, events_of, load_session, resolve_all
@@ -84,6 +89,7 @@ def _with_subagents(conn: Connection, ids: Sequence[str], current: bool) -> list
         seen.add(sid)
         found.append(sid)
         if current:
+            pending += reversed([str(row[0]) for row in conn.execute(queries.BRANCHES, {"sid": sid})])
             pending += reversed([str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})])
     parents = {sid: _parent_of(conn, sid, current) for sid in found}
     children: dict[str | None, list[str]] = {}
@@ -104,7 +110,7 @@ def _parent_of(conn: Connection, sid: str, current: bool) -> str | None:
 
 
 def _export_lines(
-    conn: Connection, ids: Sequence[str] | None, current: bool, progress: Progress | None
+    conn: Connection, ids: Sequence[str] | None, current: bool, progress: Progress | None, events_sql: str
 ) -> Iterator[str]:
     def dump(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -130,9 +136,10 @@ def _export_lines(
                 "updated_at": record.updated_at.isoformat(),
                 "released": record.released,
                 "parent_id": record.parent_id,
+                **({} if record.branch_of is None else {"branch_of": record.branch_of}),
             }
         )
-        for event in events_of(conn, sid, current=current):
+        for event in events_of(conn, sid, current=current, sql=events_sql):
             yield dump(
                 {
                     "kind": "event",
@@ -176,7 +183,7 @@ def export_sessions(
         if ids is not None:
             ids = _with_subagents(conn, ids, current)
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
-        lines = _export_lines(conn, ids, current, progress)
+        lines = _export_lines(conn, ids, current, progress, backend.events_of)
         if named is not None and target is not None:
             _write(named, target, lines)
         elif not isinstance(out, (str, os.PathLike)):
@@ -251,9 +258,11 @@ class _ImportSession:
     # The session it is a subagent of, and whether that one's lines come before its own in the file.
     parent: str | None = None
     parent_earlier: bool = False
+    # The live session whose earlier branch it is (revision 0012), when it is one.
+    branch_of: str | None = None
 
 
-_SESSION_FIELDS = {"kind", "session_id", "created_at", "updated_at", "title", "parent_id"}
+_SESSION_FIELDS = {"kind", "session_id", "created_at", "updated_at", "title", "parent_id", "branch_of"}
 # Fields that may be left out of a hand-written file, with the type each must have and its default.
 _SESSION_DEFAULTS: tuple[tuple[str, type, Any], ...] = (
     ("cwd", str, "."),
@@ -573,6 +582,10 @@ def _read_export(source: _Input, *, refuse_nul: bool = False) -> Iterator[_Impor
                         yield current
                     seen.add(row[0])
                     current = _ImportSession(number, row, parent=parent, parent_earlier=parent in seen)
+                    branch_of = obj.get("branch_of")
+                    if branch_of is not None and (not isinstance(branch_of, str) or branch_of not in seen):
+                        raise _BadLine(f"branch_of must name a session whose lines come before, got {branch_of!r}")
+                    current.branch_of = branch_of
                 elif obj.get("kind") == "event":
                     event = _event_line(obj, current, version)
                     if refuse_nul:
@@ -633,12 +646,17 @@ def _import_one(backend: Backend, conn: Connection, item: _ImportSession, replac
         return outcome
     if outcome == "replaced":
         # Replaced with the file's copy: its subagents too (those the file has come after it, and are added again).
-        conn.execute(queries.DELETE_SESSION, {"sid": item.row[0]})
+        for sql in DELETE_SESSION:  # a fork of it keeps its shared rows
+            conn.execute(sql, {"sid": item.row[0]})
         backend.note_deleted(conn)
     parent = _parent_row(conn, item)
     row_id = conn.execute(queries.UPSERT_SESSION, dict(zip(_SESSION_COLUMNS, item.row, strict=True))).fetchone()[0]
     if parent is not None:
         conn.execute(queries.SET_PARENT, {"id": row_id, "parent": parent})
+    if item.branch_of is not None:
+        live = conn.execute(queries.FIND_SESSION, {"sid": item.branch_of}).fetchone()
+        if live is not None:
+            conn.execute(queries.SET_BRANCH_OF, {"id": row_id, "branch_of": live[0]})
     conn.executemany(
         queries.INSERT_EVENT,
         [{"id": row_id, **dict(zip(_EVENT_COLUMNS, event, strict=True))} for event in item.events],

@@ -11,8 +11,8 @@ as it is (prompts, cancel, tools, ``session/load`` with replay); what changes:
 * every session has a row (context, title, times, released flag) kept in step
   with AG2's own registry, so ``session/list`` can list sessions of earlier
   processes and ``sessionstore list``/``prune`` see them too;
-* ``session/list``, ``session/resume`` and ``session/close`` are served on every
-  connection, however it was made (resume and close are routed by the SDK only
+* ``session/list``, ``session/resume``, ``session/close`` and ``session/fork`` are served on every
+  connection, however it was made (resume, close and fork are routed by the SDK only
   with its unstable protocol on, which AG2's ``serve``, behind ``run_stdio`` and
   ``ag2.acp.testing.connect``, leaves off: the agent turns it on for its own
   connection), and a title can be set with the extension method
@@ -63,7 +63,7 @@ from ag2.history import unanswered_tool_calls
 from pydantic import BaseModel
 
 from ..durable import DurableStorage
-from ..errors import InvalidCursorError, SessionHeldError
+from ..errors import InvalidCursorError, NoSuchSessionError, SessionHeldError
 from ..reads import usage_json
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
@@ -369,6 +369,7 @@ class _DurableScope(_ConnectionScope):
             list=schema.SessionListCapabilities(),
             resume=schema.SessionResumeCapabilities() if routed else None,
             close=schema.SessionCloseCapabilities() if routed else None,
+            fork=schema.SessionForkCapabilities() if routed else None,
             additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
         )
         return capabilities
@@ -476,6 +477,40 @@ class _DurableScope(_ConnectionScope):
             session.meta = meta
         await self.durable.save_context(session)
         return schema.ResumeSessionResponse()
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> schema.ForkSessionResponse:
+        """``session/fork``: a new session whose history is the stored one's so far, shared in the storage rather
+        than copied (it records where it came from), adopted live on this connection with the request's context,
+        as a resume adopts one (a transcript cut short is repaired); its id. The session forked, live here or
+        elsewhere, is not written."""
+        self._require_session_scope()
+        stream_id = self._parse_session_id(session_id)
+        fork = getattr(self._sessions.storage, "fork", None)
+        if fork is None:
+            raise acp.RequestError.method_not_found("session/fork (this storage cannot fork)")
+        try:
+            new_id = await fork(stream_id)
+        except NoSuchSessionError:
+            raise _not_found(stream_id.hex) from None
+        context = self._adopt_context(cwd, additional_directories, mcp_servers, dict(kwargs))
+        try:
+            forked, _ = await self._sessions.get_or_adopt(new_id, **context)
+        except SessionLimitError as exc:
+            raise acp.RequestError.invalid_request({"reason": str(exc)}) from exc
+        try:
+            await cast(DurableACPAgent, self._owner)._observe(forked, "loaded")
+            await self._repair(forked)
+        except BaseException:
+            await self._sessions.forget(forked.session_id)
+            raise
+        return schema.ForkSessionResponse(session_id=new_id.hex)
 
     async def _repair(self, session: AgentSession) -> None:
         stream: MemoryStream = self._sessions.stream(session)
@@ -670,6 +705,7 @@ _SESSION_REQUESTS: dict[str, type[BaseModel]] = {
     "session/list": schema.ListSessionsRequest,
     "session/resume": schema.ResumeSessionRequest,
     "session/close": schema.CloseSessionRequest,
+    "session/fork": schema.ForkSessionRequest,
 }
 """Requests AG2's _meta guard does not know (it guards what ACPAgent serves); guarded the same way here."""
 

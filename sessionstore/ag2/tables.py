@@ -249,6 +249,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.InvalidSessionIdError,
                 errors.InvalidCursorError,
                 errors.InvalidWindowError,
+                errors.InvalidForkPositionError,
                 errors.SessionHeldError,
                 errors.NotADatabaseError,
                 errors.DatabaseCorruptError,

@@ -62,6 +62,7 @@ class PostgresBackend:
     files: tuple[Path, ...] = ()
     refuses_nul = True
     top_level = queries.TOP_LEVEL_POSTGRESQL
+    events_of = queries.EVENTS_OF_POSTGRESQL
 
     def __init__(self, url: str) -> None:
         self.url = url

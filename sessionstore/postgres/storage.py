@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -43,7 +44,7 @@ from typing import Any, TypeVar
 import asyncpg  # type: ignore[import-untyped]
 
 from ..codec import TOKEN_COLUMNS, Codec
-from ..durable import DurableStorage, Rewrite, event_row
+from ..durable import DELETE_SESSION, DurableStorage, Rewrite, Steps, event_row, fork_steps, replace_steps
 from ..errors import AccessDeniedError, DatabaseUnavailableError, StorageError
 from ..schema import queries
 from ..storage import (
@@ -104,7 +105,8 @@ NEW_SESSION = queries.NEW_SESSION_POSTGRESQL
 # statement's snapshot has it: no event is inserted, nothing is returned, and the caller appends the long way
 # (the lock first, then the position, in two statements). ON CONFLICT stands behind it all the same. A row made
 # here is made under the session the stream was opened from ($9, its id, or NULL); when that one has no row,
-# nothing is made and the long way says why.
+# nothing is made and the long way says why. A fork's first event goes at its forked_at; a row made by the
+# statement itself is not in its snapshot, and starts at 0 (only fork makes a row that starts later).
 APPEND_ONE = """
 WITH locked AS (
     SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 AND NOT ({HELD}) FOR UPDATE
@@ -122,7 +124,8 @@ WITH locked AS (
     UNION ALL SELECT id FROM made
 )
 INSERT INTO events (session, position, type, payload, role, text, text_path, created_at, {TOKENS})
-SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+SELECT target.id, COALESCE((SELECT MAX(position) + 1 FROM events WHERE session = target.id),
+       (SELECT forked_at FROM sessions WHERE id = target.id), 0),
        $4, $5, $6, $7, $8, $2, $10::integer, $11::integer, $12::integer, $13::integer, $14::integer
 FROM target
 ON CONFLICT (session, position) DO NOTHING
@@ -160,7 +163,8 @@ WITH input AS (
     UNION ALL SELECT id, session_id FROM made
 ), appended AS (
     INSERT INTO events (session, position, type, payload, role, text, text_path, created_at, {TOKENS})
-    SELECT target.id, COALESCE((SELECT MAX(position) FROM events WHERE session = target.id), -1) + 1,
+    SELECT target.id, COALESCE((SELECT MAX(position) + 1 FROM events WHERE session = target.id),
+       (SELECT forked_at FROM sessions WHERE id = target.id), 0),
            input.type, input.payload, input.role, input.text, input.text_path, $2, {INPUT_TOKENS}
     FROM target JOIN input ON input.sid = target.session_id
     ON CONFLICT (session, position) DO NOTHING
@@ -324,6 +328,46 @@ class _Appenders:
 _last_now = datetime.min
 
 
+async def _run_steps(conn: Any, steps: Steps[T]) -> T:
+    """:func:`~sessionstore.durable.run_steps` on an asyncpg connection: each statement awaited on ``conn``."""
+    result: _StepResult | None = None
+    try:
+        while True:
+            sql, params = steps.send(result)
+            result = await _StepResult.of(conn, sql, params)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+class _StepResult:
+    """A step's answer as a ``sqlite3`` cursor gives it (what :data:`~sessionstore.durable.Steps` use): its rows
+    (``fetchone``) or, for an UPDATE or DELETE, how many rows it changed (``rowcount``, from asyncpg's status)."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    @classmethod
+    async def of(cls, conn: Any, sql: str, params: dict[str, Any]) -> _StepResult:
+        if sql.startswith(("UPDATE ", "DELETE ")) and " RETURNING " not in sql:
+            text, names = pg.numbered(sql)
+            bound = pg.bind(params)
+            status = await conn.execute(text, *(bound[name] for name in names))  # "UPDATE 3"
+            return cls([], int(status.rsplit(" ", 1)[1]))
+        rows = await pg.fetch(conn, sql, params)
+        return cls(rows, len(rows))
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+
+async def _delete_session(conn: Any, sid: str) -> None:
+    """:data:`~sessionstore.durable.DELETE_SESSION` on an asyncpg connection: forks given their shared rows, then
+    the session with its subagents and earlier branches (``drop_history`` and retention alike)."""
+    for sql in DELETE_SESSION:
+        await pg.fetch(conn, sql, {"sid": sid})
+
+
 def _now() -> datetime:
     """Now, as a timestamp is bound: naive UTC (``timestamp without time zone``, as the models' columns), and never
     the same microsecond twice in a process (an append's created_at tells it from any other this process made:
@@ -363,6 +407,7 @@ class PostgresStorage(DurableStorage[Pool]):
         pool_size: int = 5,
         read_url: str | None = None,
         reconnect_timeout: float = 30.0,
+        keep_past: bool = True,
     ) -> None:
         pg.check_url(url)
         if read_url is not None:
@@ -373,7 +418,7 @@ class PostgresStorage(DurableStorage[Pool]):
             raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
-        super().__init__(codec=codec, auto_upgrade=auto_upgrade)
+        super().__init__(codec=codec, auto_upgrade=auto_upgrade, keep_past=keep_past)
         self._url = url
         self.url = pg.redacted(url)
         """The URL with its password hidden."""
@@ -529,6 +574,12 @@ class PostgresStorage(DurableStorage[Pool]):
     async def _lock_session(self, conn: Any, stream_id: StreamId, parent: StreamId | None, now: datetime) -> int:
         """The session's row id, its row locked until the transaction ends (made if missing, under ``parent``'s
         row, which must exist); stamps ``updated_at``. :class:`SessionHeldError` if another connection holds it."""
+        return (await self._lock_row(conn, stream_id, parent, now))[0]
+
+    async def _lock_row(
+        self, conn: Any, stream_id: StreamId, parent: StreamId | None, now: datetime
+    ) -> tuple[int, int | None]:
+        """:meth:`_lock_session`, and the row's ``forked_from`` (revision 0012; None for a row made here)."""
         sid = stream_id.hex
         row = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})
         if row is not None:
@@ -541,13 +592,13 @@ class PostgresStorage(DurableStorage[Pool]):
                     raise missing_parent(stream_id, parent)
             made = await pg.fetchval(conn, NEW_SESSION, {"sid": sid, "parent": parent_row, "now": now})
             if made is not None:
-                return int(made)
+                return int(made), None
             row = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})  # another writer made it
             if row is None:  # or it is another role's, which this one cannot see
                 raise _not_owned(sid)
         if row[2] < now - UPDATED_AT_SLACK:
             await pg.fetch(conn, queries.STAMP_SESSION, {"now": now, "id": row[0]})
-        return int(row[0])
+        return int(row[0]), row[3]
 
     # -- Storage ----------------------------------------------------------------------------
 
@@ -644,29 +695,50 @@ class PostgresStorage(DurableStorage[Pool]):
 
         async def read(conn: Any) -> list[Any]:
             if last is not None:
-                return await pg.fetch(conn, queries.RECENT_EVENTS, {"sid": sid, "last": last})
-            return await pg.fetch(conn, queries.HISTORY, {"sid": sid})
+                window = await pg.fetch(conn, queries.RECENT_EVENTS_POSTGRESQL, {"sid": sid, "last": last})
+                if len(window) == last or (window and window[0][0] == 0):
+                    return [(t, p) for _, t, p in window]
+                # Shorter than asked and not from position 0: maybe a fork's own rows alone (revision 0012).
+                found = await pg.fetchrow(conn, queries.FIND_SESSION, {"sid": sid})
+                if found is None or found[3] is None:
+                    return [(t, p) for _, t, p in window]
+                return await pg.fetch(conn, queries.FORK_RECENT, {"id": found[0], "last": last})
+            rows = await pg.fetch(conn, queries.HISTORY, {"sid": sid})
+            if rows and rows[0][4] is not None:  # a fork: its segments' rows
+                return await pg.fetch(conn, queries.FORK_EVENTS_POSTGRESQL, {"id": rows[0][0]})
+            return [(r[2], r[3]) for r in rows if r[2] is not None]
 
         decode = self.codec.decode
-        rows = await self._read_async(read)
-        if last is not None:
-            return [decode(type_name, payload) for type_name, payload in rows]
-        return [decode(row[2], row[3]) for row in rows if row[2] is not None]
+        return [decode(type_name, payload) for type_name, payload in await self._read_async(read)]
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
-        session_id_of(stream_id)
+        sid = session_id_of(stream_id)
         parent = opened_from(stream_id)
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
         rewrite = Rewrite(self.codec, events, eager=True)
 
         async def work(conn: Any) -> None:
             now = _now()
-            row_id = await self._lock_session(conn, stream_id, parent, now)
-            stored = [(t, p) for t, p in await pg.fetch(conn, queries.STORED_EVENTS, {"id": row_id})]
+            row_id, forked_from = await self._lock_row(conn, stream_id, parent, now)
+            read = queries.STORED_EVENTS if forked_from is None else queries.FORK_EVENTS_POSTGRESQL
+            stored = [(t, p) for t, p in await pg.fetch(conn, read, {"id": row_id})]
             keep = rewrite.unchanged(stored)
             if keep < len(stored):
-                await pg.fetch(conn, queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep})
+                forked_at = None
+                if forked_from is not None:
+                    forked_at = (await pg.fetchrow(conn, queries.FORK_ORIGIN, {"sid": sid}))[2]
+                steps = replace_steps(
+                    row_id,
+                    forked_from,
+                    forked_at,
+                    keep,
+                    len(stored),
+                    keep_past=self.keep_past,
+                    now=now,
+                    new_sid=lambda: uuid.uuid4().hex,
+                )
+                await _run_steps(conn, steps)
             await pg.executemany(conn, queries.INSERT_EVENT, list(rewrite.rows(row_id, keep, now)))
 
         await self._write(work)
@@ -679,11 +751,23 @@ class PostgresStorage(DurableStorage[Pool]):
             row = await pg.fetchrow(conn, LOCK_SESSION, {"sid": sid})
             if row is not None:
                 await self._refuse_held(conn, int(row[0]), sid)
-            await pg.fetch(conn, queries.DELETE_SESSION, {"sid": sid})
+            await _delete_session(conn, sid)
 
         await self._write(work)
         if sid in self._held:
             await self.let_go(stream_id)  # the row is gone; the lock goes too
+
+    async def fork(self, stream_id: StreamId, *, at: int | None = None) -> StreamId:
+        """A new session whose history is this one's first ``at`` events (all of them when ``None``), shared,
+        not copied (revision 0012); its id. As :meth:`SQLiteStorage.fork <sessionstore.SQLiteStorage.fork>`."""
+        sid = session_id_of(stream_id)
+        new = uuid.uuid4()
+
+        async def work(conn: Any) -> None:
+            await _run_steps(conn, fork_steps(sid, at, _now(), new.hex))
+
+        await self._write(work)
+        return new
 
     # -- retention (DurableStorage's passes) ----------------------------------------------------
 
@@ -699,7 +783,7 @@ class PostgresStorage(DurableStorage[Pool]):
                 return False  # gone, or written to since it was found
             if await conn.fetchval(_HELD_BY_ANOTHER, PG_LOCK_CLASS, pg_lock_key(row_id), self._holder_pid()):
                 return False
-            await pg.fetch(conn, queries.DELETE_SESSION, {"sid": sid})
+            await _delete_session(conn, sid)  # as delete: forks keep their shared rows, branches go with it
             return True
 
         return await self._write(work), 0

@@ -131,6 +131,15 @@ class Session(Base):
     # Who holds the session (a registry has it live), for people: "pid 4242 on laptop (example.py, storage 1)
     # since ...". Whether that holder still lives is its lock's to say (sqlite/holds.py; revision 0007).
     held_by: Mapped[str | None] = mapped_column(Text)
+    # A fork (revision 0012) reads the events of ``forked_from`` below position ``forked_at`` as its own first
+    # ``forked_at`` events, and stores its own from ``forked_at`` on: a shared prefix, never copied. Both NULL for a
+    # session that shares nothing. A storage gives a fork its shared rows before their owner goes (SET NULL: an
+    # earlier branch's pointer at the session it is deleted with).
+    forked_from: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="SET NULL"))
+    forked_at: Mapped[int | None]
+    # An earlier branch (revision 0012): the events a rewrite (set_history, AG2's compaction) replaced, kept as a
+    # hidden session of the live one's, listed nowhere and deleted with it.
+    branch_of: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
 
     __table_args__ = (
         # AUTOINCREMENT: a deleted session's integer id is never reused, so a
@@ -150,6 +159,20 @@ class Session(Base):
         Index(None, "cwd", "created_at"),
         # A session's subagents (show, export), and the cascade that deletes them with it.
         Index(None, "parent"),
+        # A session's forks and earlier branches: re-pointed when it is rewritten, given their rows before it is
+        # deleted, and the cascade that deletes its branches with it.
+        Index(
+            None,
+            "forked_from",
+            sqlite_where=text("forked_from IS NOT NULL"),
+            postgresql_where=text("forked_from IS NOT NULL"),
+        ),
+        Index(
+            None,
+            "branch_of",
+            sqlite_where=text("branch_of IS NOT NULL"),
+            postgresql_where=text("branch_of IS NOT NULL"),
+        ),
         # The few held sessions, found without reading every row (a storage clears dead holders' marks at open).
         Index(None, "held_by", sqlite_where=text("held_by IS NOT NULL"), postgresql_where=text("held_by IS NOT NULL")),
         {"sqlite_autoincrement": True},

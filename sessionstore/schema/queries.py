@@ -19,17 +19,29 @@ from __future__ import annotations
 __all__ = [
     "ADVISORY_HOLDS_POSTGRESQL",
     "APPEND_EVENT",
+    "BRANCHES",
     "CLEAR_HOLDER",
     "DATABASE_SIZE_POSTGRESQL",
     "DELETE_EVENTS_FROM",
     "DELETE_SESSION",
+    "DETACH_HEIRS",
     "DROP_SETTING",
     "EVENTS_OF",
+    "EVENTS_OF_POSTGRESQL",
     "EVENT_ID_RANGE",
     "EVENT_ROWS",
     "EVENT_TOKENS",
     "EVENT_TYPES",
     "FIND_SESSION",
+    "FORKS_ABOVE",
+    "FORK_EVENTS",
+    "FORK_EVENTS_BYTES",
+    "FORK_EVENTS_POSTGRESQL",
+    "FORK_ORIGIN",
+    "FORK_RECENT",
+    "FORK_RECENT_BYTES",
+    "FORK_SESSION",
+    "GIVE_SHARED_ROWS",
     "HISTORY",
     "HOLDER",
     "HOLD_SESSION",
@@ -42,6 +54,7 @@ __all__ = [
     "MARKED_HOLDERS",
     "MARK_INDEXED",
     "MERGE_INDEX",
+    "MOVE_EVENTS",
     "NEW_SESSION",
     "NEW_SESSION_POSTGRESQL",
     "NEXT_MARK",
@@ -52,6 +65,8 @@ __all__ = [
     "PUT_SETTING",
     "RECENT_EVENTS",
     "RECENT_EVENTS_BYTES",
+    "RECENT_EVENTS_POSTGRESQL",
+    "REPOINT_FORKS",
     "RESET_MARK",
     "RESOLVE_PREFIX",
     "REVISION",
@@ -62,6 +77,8 @@ __all__ = [
     "SESSION_IDS",
     "SESSION_USAGE",
     "SETTING",
+    "SET_BRANCH_OF",
+    "SET_FORKED_AT",
     "SET_PARENT",
     "SET_TITLE",
     "STALE_SESSIONS",
@@ -84,7 +101,8 @@ __all__ = [
 # -- writes ------------------------------------------------------------------------------------------------------------
 
 FIND_SESSION = (
-    "SELECT sessions.id, sessions.revision, sessions.updated_at FROM sessions WHERE sessions.session_id = :sid"
+    "SELECT sessions.id, sessions.revision, sessions.updated_at, sessions.forked_from FROM sessions WHERE "
+    "sessions.session_id = :sid"
 )
 
 # A session written to before it was ever saved (a storage used without the registry, a subagent's stream) gets a bare
@@ -112,9 +130,10 @@ STAMP_SESSION = "UPDATE sessions SET updated_at=:now WHERE sessions.id = :id"
 APPEND_EVENT = (
     "INSERT INTO events (session, position, type, payload, role, text, text_path, input_tokens, output_tokens, "
     "cache_read_tokens, cache_write_tokens, reasoning_tokens, created_at) SELECT :id AS anon_1, "
-    "coalesce(max(events.position), -1) + 1 AS anon_2, :type AS anon_3, :payload AS anon_4, :role AS anon_5, :text AS "
-    "anon_6, :text_path AS anon_7, :input_tokens AS anon_8, :output_tokens AS anon_9, :cache_read_tokens AS anon_10, "
-    ":cache_write_tokens AS anon_11, :reasoning_tokens AS anon_12, :now AS anon_13 FROM events WHERE events.session = "
+    "coalesce(max(events.position) + 1, (SELECT coalesce(sessions.forked_at, 0) AS coalesce_2 FROM sessions WHERE "
+    "sessions.id = :id)) AS coalesce_1, :type AS anon_2, :payload AS anon_3, :role AS anon_4, :text AS anon_5, "
+    ":text_path AS anon_6, :input_tokens AS anon_7, :output_tokens AS anon_8, :cache_read_tokens AS anon_9, "
+    ":cache_write_tokens AS anon_10, :reasoning_tokens AS anon_11, :now AS anon_12 FROM events WHERE events.session = "
     ":id"
 )
 
@@ -129,6 +148,71 @@ DELETE_EVENTS_FROM = "DELETE FROM events WHERE events.session = :id AND events.p
 
 # Its events and its subagents (theirs too, with their events) go with it (ON DELETE CASCADE).
 DELETE_SESSION = "DELETE FROM sessions WHERE sessions.session_id = :sid"
+
+# Forks and earlier branches (revision 0012): a fork shares its parent's events below its ``forked_at``; rows a fork
+# shares never change in place.
+FORK_ORIGIN = (
+    "SELECT sessions.id, sessions.forked_from, sessions.forked_at, coalesce((SELECT max(events.position) + 1 AS anon_1 "
+    "FROM events WHERE events.session = sessions.id), sessions.forked_at, 0) AS coalesce_1 FROM sessions WHERE "
+    "sessions.session_id = :sid"
+)
+
+FORK_SESSION = (
+    "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title, created_at, updated_at, "
+    "released, revision, forked_from, forked_at, branch_of) SELECT :sid AS anon_1, p.cwd, p.additional_directories, "
+    "p.mcp_servers, p.meta, (SELECT o.title FROM session_overview AS o WHERE p.session_id = o.session_id) AS anon_2, "
+    ":now AS anon_3, :now AS anon_4, CAST(0 AS BOOLEAN) AS released, 0 AS anon_5, :forked_from AS anon_6, :forked_at "
+    "AS anon_7, :branch_of AS anon_8 FROM sessions AS p WHERE p.id = :id RETURNING id"
+)
+
+# Whether a fork reads the session's rows at ``:position`` or later (a rewrite from there must keep them).
+FORKS_ABOVE = (
+    "SELECT sessions.id FROM sessions WHERE sessions.forked_from = :id AND sessions.forked_at > :position LIMIT 1"
+)
+
+# A rewrite from ``:position`` moves the rows there and after to the earlier branch ``:branch``, and the forks that read
+# them follow.
+MOVE_EVENTS = "UPDATE events SET session=:branch WHERE events.session = :id AND events.position >= :position"
+
+REPOINT_FORKS = (
+    "UPDATE sessions SET forked_from=:branch WHERE sessions.forked_from = :id AND sessions.forked_at > :position AND "
+    "sessions.id != :branch"
+)
+
+SET_FORKED_AT = "UPDATE sessions SET forked_at=:position WHERE sessions.id = :id"
+
+# An imported earlier branch, under its live session's row.
+SET_BRANCH_OF = "UPDATE sessions SET branch_of=:branch_of WHERE sessions.id = :id"
+
+# Before a session is deleted, a fork of it (or of its subagents or earlier branches) gets the rows it shared copied
+# into its own, and then shares nothing: it stays whole.
+GIVE_SHARED_ROWS = (
+    "WITH RECURSIVE doomed(id) AS (SELECT sessions.id AS id FROM sessions WHERE sessions.session_id = :sid UNION "
+    "SELECT x.id AS id FROM sessions AS x JOIN doomed ON x.parent = doomed.id OR x.branch_of = doomed.id), heirs AS "
+    "(SELECT h.id AS id, h.forked_from AS forked_from, h.forked_at AS forked_at FROM sessions AS h WHERE h.forked_from "
+    "IN (SELECT doomed.id FROM doomed) AND (h.id NOT IN (SELECT doomed.id FROM doomed))), shared(owner, session, "
+    "below) AS (SELECT heirs.id AS owner, heirs.forked_from AS session, heirs.forked_at AS below FROM heirs UNION ALL "
+    "SELECT shared.owner AS owner, y.forked_from AS forked_from, y.forked_at AS forked_at FROM shared, sessions AS y "
+    "WHERE y.id = shared.session AND y.forked_from IS NOT NULL) INSERT INTO events (session, position, created_at, "
+    "type, payload, role, text, text_path, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, "
+    "reasoning_tokens) SELECT shared.owner, e.position, e.created_at, e.type, e.payload, e.role, e.text, e.text_path, "
+    "e.input_tokens, e.output_tokens, e.cache_read_tokens, e.cache_write_tokens, e.reasoning_tokens FROM shared JOIN "
+    "events AS e ON e.session = shared.session AND e.position < shared.below"
+)
+
+DETACH_HEIRS = (
+    "WITH RECURSIVE doomed(id) AS (SELECT sessions.id AS id FROM sessions WHERE sessions.session_id = :sid UNION "
+    "SELECT x.id AS id FROM sessions AS x JOIN doomed ON x.parent = doomed.id OR x.branch_of = doomed.id), heirs AS "
+    "(SELECT h.id AS id, h.forked_from AS forked_from, h.forked_at AS forked_at FROM sessions AS h WHERE h.forked_from "
+    "IN (SELECT doomed.id FROM doomed) AND (h.id NOT IN (SELECT doomed.id FROM doomed))) UPDATE sessions SET "
+    "forked_from=NULL, forked_at=NULL WHERE sessions.id IN (SELECT heirs.id FROM heirs)"
+)
+
+# A session's earlier branches, oldest first (show --all, export).
+BRANCHES = (
+    "SELECT b.session_id FROM sessions AS b WHERE b.branch_of = (SELECT l.id FROM sessions AS l WHERE l.session_id = "
+    ":sid) ORDER BY b.id"
+)
 
 # Holding (revision 0007): who holds a session, written for people; its lock says whether that holder lives.
 HOLDER = "SELECT sessions.id, sessions.held_by FROM sessions WHERE sessions.session_id = :sid"
@@ -209,8 +293,8 @@ UNINDEXED_EVENTS = (
 # A session's events in order, with the session's row id and revision (one row with NULL events for a session that has
 # none): one round trip, for PostgreSQL.
 HISTORY = (
-    "SELECT s.id, s.revision, e.type, e.payload FROM sessions AS s LEFT OUTER JOIN events AS e ON e.session = s.id "
-    "WHERE s.session_id = :sid ORDER BY e.position"
+    "SELECT s.id, s.revision, e.type, e.payload, s.forked_from FROM sessions AS s LEFT OUTER JOIN events AS e ON "
+    "e.session = s.id WHERE s.session_id = :sid ORDER BY e.position"
 )
 
 # A session's events in order, by its row id; and the same for a history holding text that is not UTF-8 (edited by
@@ -237,16 +321,101 @@ RECENT_EVENTS_BYTES = (
     "WHERE sessions.session_id = :sid) ORDER BY events.position DESC LIMIT :last) AS w ORDER BY w.position"
 )
 
+# The same with each row's position, on PostgreSQL: a window shorter than asked that does not start at 0 is a fork's,
+# read again with FORK_RECENT.
+RECENT_EVENTS_POSTGRESQL = (
+    "SELECT w.position, w.type, w.payload FROM (SELECT events.position AS position, events.type AS type, "
+    "events.payload AS payload FROM events WHERE events.session = (SELECT sessions.id FROM sessions WHERE "
+    "sessions.session_id = :sid) ORDER BY events.position DESC LIMIT :last) AS w ORDER BY w.position"
+)
+
+# A fork's history by its row id: its segments' rows in one statement (each a range of the index on (session,
+# position)); and as bytes. A session that shares nothing reads STORED_EVENTS.
+FORK_EVENTS = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT e.type, e.payload FROM chain JOIN events AS e ON e.session = chain.session AND "
+    "(chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
+)
+
+FORK_EVENTS_BYTES = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT CAST(e.type AS BLOB) AS type, CAST(e.payload AS BLOB) AS payload FROM chain JOIN events "
+    "AS e ON e.session = chain.session AND (chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
+)
+
+# The same on PostgreSQL, each segment through LATERAL (its planner would read every event otherwise).
+FORK_EVENTS_POSTGRESQL = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id "
+    "AS id, chain.at AS at, x.forked_from AS forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE "
+    "x.id = chain.up) SELECT e.type, e.payload FROM chain JOIN LATERAL (SELECT events.position AS position, "
+    "events.type AS type, events.payload AS payload FROM events WHERE events.session = chain.session AND (chain.below "
+    "IS NULL OR events.position < chain.below) LIMIT ALL OFFSET 0) AS e ON true ORDER BY e.position"
+)
+
+# A fork's newest events, oldest of them first; and as bytes.
+FORK_RECENT = (
+    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE "
+    "e.session = :id), (SELECT sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - 1 AS pos, "
+    "coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE e.session = :id), (SELECT "
+    "sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - :last AS stop UNION ALL SELECT walk.pos - 1 AS "
+    "anon_3, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
+    "AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, sessions.forked_from AS up, sessions.forked_at "
+    "AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT w.type, w.payload "
+    "FROM (SELECT anon_1.pos AS pos, (SELECT e.type FROM events AS e WHERE e.session = anon_1.session AND e.position = "
+    "anon_1.pos) AS type, (SELECT e.payload FROM events AS e WHERE e.session = anon_1.session AND e.position = "
+    "anon_1.pos) AS payload FROM (SELECT walk.pos AS pos, chain.session AS session FROM walk JOIN chain ON walk.pos >= "
+    "coalesce(chain.at, 0) AND (chain.below IS NULL OR walk.pos < chain.below) WHERE walk.pos >= 0) AS anon_1) AS w "
+    "WHERE w.type IS NOT NULL ORDER BY w.pos"
+)
+
+FORK_RECENT_BYTES = (
+    "WITH RECURSIVE walk(pos, stop) AS (SELECT coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE "
+    "e.session = :id), (SELECT sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - 1 AS pos, "
+    "coalesce((SELECT max(e.position) + 1 AS anon_2 FROM events AS e WHERE e.session = :id), (SELECT "
+    "sessions.forked_at FROM sessions WHERE sessions.id = :id), 0) - :last AS stop UNION ALL SELECT walk.pos - 1 AS "
+    "anon_3, walk.stop AS stop FROM walk WHERE walk.pos > walk.stop AND walk.pos > 0), chain(session, below, up, at) "
+    "AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, sessions.forked_from AS up, sessions.forked_at "
+    "AS at FROM sessions WHERE sessions.id = :id UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT w.type, w.payload "
+    "FROM (SELECT anon_1.pos AS pos, (SELECT CAST(e.type AS BLOB) AS type FROM events AS e WHERE e.session = "
+    "anon_1.session AND e.position = anon_1.pos) AS type, (SELECT CAST(e.payload AS BLOB) AS payload FROM events AS e "
+    "WHERE e.session = anon_1.session AND e.position = anon_1.pos) AS payload FROM (SELECT walk.pos AS pos, "
+    "chain.session AS session FROM walk JOIN chain ON walk.pos >= coalesce(chain.at, 0) AND (chain.below IS NULL OR "
+    "walk.pos < chain.below) WHERE walk.pos >= 0) AS anon_1) AS w WHERE w.type IS NOT NULL ORDER BY w.pos"
+)
+
 # What import compares a stored session's events with.
 EVENT_ROWS = (
     "SELECT events.position, events.type, events.payload FROM events WHERE events.session = :id ORDER BY "
     "events.position"
 )
 
-# What a person reads of each event: its role and text (or where in the payload the text is).
+# What a person reads of each event: its role and text (or where in the payload the text is); a fork's shared events
+# included. PostgreSQL's through LATERAL (as FORK_EVENTS_POSTGRESQL), which its backend names.
 EVENTS_OF = (
-    "SELECT e.position, e.type, e.payload, e.created_at, e.role, e.text, e.text_path FROM events AS e JOIN sessions AS "
-    "s ON s.id = e.session WHERE s.session_id = :sid ORDER BY e.position"
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = (SELECT sessions.id FROM "
+    "sessions WHERE sessions.session_id = :sid) UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT e.position, e.type, "
+    "e.payload, e.created_at, e.role, e.text, e.text_path FROM chain JOIN events AS e ON e.session = chain.session AND "
+    "(chain.below IS NULL OR e.position < chain.below) ORDER BY e.position"
+)
+
+EVENTS_OF_POSTGRESQL = (
+    "WITH RECURSIVE chain(session, below, up, at) AS (SELECT sessions.id AS session, CAST(NULL AS INTEGER) AS below, "
+    "sessions.forked_from AS up, sessions.forked_at AS at FROM sessions WHERE sessions.id = (SELECT sessions.id FROM "
+    "sessions WHERE sessions.session_id = :sid) UNION ALL SELECT x.id AS id, chain.at AS at, x.forked_from AS "
+    "forked_from, x.forked_at AS forked_at FROM sessions AS x, chain WHERE x.id = chain.up) SELECT e.position, e.type, "
+    "e.payload, e.created_at, e.role, e.text, e.text_path FROM chain JOIN LATERAL (SELECT events.position AS position, "
+    "events.type AS type, events.payload AS payload, events.created_at AS created_at, events.role AS role, events.text "
+    "AS text, events.text_path AS text_path FROM events WHERE events.session = chain.session AND (chain.below IS NULL "
+    "OR events.position < chain.below) LIMIT ALL OFFSET 0) AS e ON true ORDER BY e.position"
 )
 
 # The same of a file from before revision 0003, which stores no role or text (the codec describes them).
@@ -260,7 +429,8 @@ OVERVIEW = (
     "SELECT session_overview.session_id, session_overview.title, session_overview.title_set, session_overview.cwd, "
     "session_overview.additional_directories, session_overview.mcp_servers, session_overview.meta, "
     "session_overview.created_at, session_overview.updated_at, session_overview.released, session_overview.events, "
-    "session_overview.parent_id FROM session_overview"
+    "session_overview.parent_id, session_overview.forked_from_id, session_overview.forked_at, "
+    "session_overview.branch_of_id FROM session_overview"
 )
 
 # The same of a file from before session_overview had every column it lists (revision 0006): stored titles only, counts
@@ -270,15 +440,18 @@ LEGACY_OVERVIEW = (
     "SELECT session_overview.session_id, session_overview.title, session_overview.title_set, session_overview.cwd, "
     "session_overview.additional_directories, session_overview.mcp_servers, session_overview.meta, "
     "session_overview.created_at, session_overview.updated_at, session_overview.released, session_overview.events, "
-    "session_overview.parent_id FROM (SELECT sessions.session_id AS session_id, sessions.title AS title, "
+    "session_overview.parent_id, session_overview.forked_from_id, session_overview.forked_at, "
+    "session_overview.branch_of_id FROM (SELECT sessions.session_id AS session_id, sessions.title AS title, "
     "sessions.title IS NOT NULL AS title_set, sessions.cwd AS cwd, sessions.additional_directories AS "
     "additional_directories, sessions.mcp_servers AS mcp_servers, sessions.meta AS meta, sessions.created_at AS "
     "created_at, sessions.updated_at AS updated_at, sessions.released AS released, (SELECT count(*) AS count_1 FROM "
-    "events AS c WHERE c.session = sessions.id) AS events, NULL AS parent_id FROM sessions) AS session_overview"
+    "events AS c WHERE c.session = sessions.id) AS events, NULL AS parent_id, NULL AS forked_from_id, NULL AS "
+    "forked_at, NULL AS branch_of_id FROM sessions) AS session_overview"
 )
 
-# The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.
-TOP_LEVEL = "session_overview.parent_id IS NULL"
+# The sessions a client made, not their subagents nor earlier branches: what session/list, `sessionstore list` and prune
+# walk.
+TOP_LEVEL = "session_overview.parent_id IS NULL AND session_overview.branch_of_id IS NULL"
 
 # The same on PostgreSQL (its session/list, `sessionstore list`, prune), whose pages must walk an index: PostgreSQL
 # cannot estimate how many rows pass a condition on the view's parent_id (a subquery; it guesses 1 in 200), so for a
@@ -286,7 +459,8 @@ TOP_LEVEL = "session_overview.parent_id IS NULL"
 # row up by its key (tests/postgres/test_pg_access_paths.py). The same rows: a parent, once set, has its row (a foreign
 # key).
 TOP_LEVEL_POSTGRESQL = (
-    "EXISTS (SELECT 1 FROM sessions AS c WHERE c.session_id = session_overview.session_id AND c.parent IS NULL)"
+    "EXISTS (SELECT 1 FROM sessions AS c WHERE c.session_id = session_overview.session_id AND c.parent IS NULL AND "
+    "c.branch_of IS NULL)"
 )
 
 # A session's subagents, oldest first (through the index on sessions.parent).
@@ -337,8 +511,12 @@ SEARCH_POSTGRESQL = (
 )
 
 # How many sessions, and how many released: the column as each database reads a boolean (an integer in SQLite, where any
-# but 0 is true, as records read it), one text for both.
-SESSION_COUNT = "SELECT count(*) AS count_1, count(CASE WHEN sessions.released THEN 1 END) AS count_2 FROM sessions"
+# but 0 is true, as records read it), one text for both. An earlier branch (revision 0012) is part of its session, not
+# one more.
+SESSION_COUNT = (
+    "SELECT count(*) AS count_1, count(CASE WHEN sessions.released THEN 1 END) AS count_2 FROM sessions WHERE "
+    "sessions.branch_of IS NULL"
+)
 
 SESSION_IDS = "SELECT sessions.session_id FROM sessions ORDER BY sessions.id"
 
@@ -405,18 +583,19 @@ PUT_SETTING = (
 
 DROP_SETTING = "DELETE FROM settings WHERE settings.name = :name"
 
-# What retention and prune remove: sessions of their own (a subagent goes with its session) not updated since
-# ``:cutoff``, oldest first, with their row ids (a storage asks their holds' locks); the caller leaves out those a live
-# process holds.
+# What retention and prune remove: sessions of their own (a subagent or an earlier branch goes with its session, never
+# alone) not updated since ``:cutoff``, oldest first, with their row ids (a storage asks their holds' locks); the caller
+# leaves out those a live process holds.
 STALE_SESSIONS = (
     "SELECT sessions.id, sessions.session_id, sessions.updated_at FROM sessions WHERE sessions.parent IS NULL AND "
-    "sessions.updated_at < :cutoff ORDER BY sessions.updated_at, sessions.id LIMIT :limit"
+    "sessions.branch_of IS NULL AND sessions.updated_at < :cutoff ORDER BY sessions.updated_at, sessions.id LIMIT "
+    ":limit"
 )
 
 # When retention finds something next: the last update of the oldest session of its own not stale yet.
 NEXT_STALE = (
-    "SELECT min(sessions.updated_at) AS min_1 FROM sessions WHERE sessions.parent IS NULL AND sessions.updated_at >= "
-    ":cutoff"
+    "SELECT min(sessions.updated_at) AS min_1 FROM sessions WHERE sessions.parent IS NULL AND sessions.branch_of IS "
+    "NULL AND sessions.updated_at >= :cutoff"
 )
 
 # The usage events of a session, by position, with their tokens (show, export).

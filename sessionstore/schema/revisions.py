@@ -40,7 +40,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0011"
+HEAD = "0012"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -99,7 +99,7 @@ def judge_revision(
 OBJECTS_AT_HEAD = (
     "0001.COUNTING",
     "0008.TRANSCRIPT",
-    "0006.SESSION_OVERVIEW",
+    "0012.SESSION_OVERVIEW",
     "0008.EVENTS_FTS",
     "0005.INDEXING",
     "0010.USAGE",
@@ -110,7 +110,7 @@ OBJECTS_AT_HEAD_POSTGRESQL = (
     "0001.PG_COUNTING",
     "0002.PG_FUNCTIONS",
     "0008.PG_TRANSCRIPT",
-    "0006.PG_SESSION_OVERVIEW",
+    "0012.PG_SESSION_OVERVIEW",
     "0009.PG_SEARCH_WORDS",
     "0010.USAGE",
     "0011.PG_OWNERS",

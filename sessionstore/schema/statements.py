@@ -55,10 +55,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
+    Integer,
     LargeBinary,
     MetaData,
     Table,
+    and_,
     bindparam,
     case,
     cast,
@@ -69,6 +72,7 @@ from sqlalchemy import (
     literal,
     literal_column,
     null,
+    or_,
     select,
     table,
     update,
@@ -197,6 +201,9 @@ OVERVIEW_VIEW = table(
             "released",
             "events",
             "parent_id",
+            "forked_from_id",
+            "forked_at",
+            "branch_of_id",
         ),
     ),
 )
@@ -294,8 +301,10 @@ def _upsert_session(t: Schema) -> Any:
 
 
 def _append_event(t: Schema) -> Any:
-    e = t.events
-    next_position = func.coalesce(func.max(e.c.position), -1) + 1
+    e, s = t.events, t.sessions
+    # After the session's own last row; a fork with none yet starts at its forked_at (NULL elsewhere: 0).
+    start = select(func.coalesce(s.c.forked_at, 0)).where(s.c.id == bindparam("id")).scalar_subquery()
+    next_position = func.coalesce(func.max(e.c.position) + 1, start)
     fields = [e.c[key] for key in _EVENT_FIELDS]
     return insert(e).from_select(
         [e.c.session, e.c.position, *fields, e.c.created_at],
@@ -346,14 +355,97 @@ def _parent_of(t: Schema) -> Any:
 def _history(t: Schema) -> Any:
     s, e = t.sessions.alias("s"), t.events.alias("e")
     return (
-        select(s.c.id, s.c.revision, e.c.type, e.c.payload)
+        select(s.c.id, s.c.revision, e.c.type, e.c.payload, s.c.forked_from)
         .select_from(s.outerjoin(e, e.c.session == s.c.id))
         .where(_sid(s))
         .order_by(e.c.position)
     )
 
 
-def _recent(t: Schema, *, raw: bool = False) -> Any:
+def _fork_origin(t: Schema) -> Any:
+    """What forking a session at a position needs of it: its row id, what it was forked from and where, and its
+    length (its own last position + 1, or its ``forked_at`` while it has no row of its own)."""
+    s, e = t.sessions, t.events
+    last = select(func.max(e.c.position) + 1).where(e.c.session == s.c.id).scalar_subquery()
+    return select(s.c.id, s.c.forked_from, s.c.forked_at, func.coalesce(last, s.c.forked_at, 0)).where(_sid(s))
+
+
+def _fork_session(t: Schema) -> Any:
+    """A new session sharing ``:id``'s history (a fork, or with ``:branch_of`` an earlier branch): the parent's
+    client context, its title as the overview shows it (a fork reads on from the same conversation), the chain
+    pointer ``(:forked_from, :forked_at)``."""
+    s, p = t.sessions, t.sessions.alias("p")
+    o = OVERVIEW_VIEW.alias("o")
+    title = select(o.c.title).where(o.c.session_id == p.c.session_id).scalar_subquery()
+    copied = ("cwd", "additional_directories", "mcp_servers", "meta")
+    values = select(
+        bindparam("sid"),
+        *(p.c[name] for name in copied),
+        title,
+        bindparam("now", type_=s.c.created_at.type),
+        bindparam("now", type_=s.c.updated_at.type),
+        # A new session is not released: CAST(0 AS BOOLEAN), one text for both databases (false on PostgreSQL).
+        cast(literal_column("0"), Boolean).label("released"),
+        literal(0, s.c.revision.type),
+        bindparam("forked_from"),
+        bindparam("forked_at"),
+        bindparam("branch_of"),
+    ).where(p.c.id == bindparam("id"))
+    names = ("session_id", *copied, "title", "created_at", "updated_at", "released", "revision")
+    target = [s.c[name] for name in (*names, "forked_from", "forked_at", "branch_of")]
+    return insert(s).from_select(target, values).returning(s.c.id)
+
+
+def _branches(t: Schema) -> Any:
+    b, live = t.sessions.alias("b"), t.sessions.alias("l")
+    return (
+        select(b.c.session_id)
+        .where(b.c.branch_of == select(live.c.id).where(_sid(live)).scalar_subquery())
+        .order_by(b.c.id)
+    )
+
+
+def _doomed_heirs(t: Schema) -> tuple[Any, Any]:
+    """The sessions deleting ``:sid`` deletes (it, its subagents and earlier branches, theirs...), and its heirs:
+    the other sessions forked from one of them, which must first be given the rows they share."""
+    s, x = t.sessions, t.sessions.alias("x")
+    doomed = select(s.c.id).where(_sid(s)).cte("doomed", recursive=True)
+    doomed = doomed.union(select(x.c.id).join(doomed, or_(x.c.parent == doomed.c.id, x.c.branch_of == doomed.c.id)))
+    h = t.sessions.alias("h")
+    heirs = (
+        select(h.c.id, h.c.forked_from, h.c.forked_at)
+        .where(h.c.forked_from.in_(select(doomed.c.id)), h.c.id.not_in(select(doomed.c.id)))
+        .cte("heirs")
+    )
+    return doomed, heirs
+
+
+def _give_shared_rows(t: Schema) -> Any:
+    """Before ``:sid`` is deleted: each heir's shared rows (every segment of its chain) copied into it."""
+    _, heirs = _doomed_heirs(t)
+    y, e = t.sessions.alias("y"), t.events.alias("e")
+    first = select(heirs.c.id.label("owner"), heirs.c.forked_from.label("session"), heirs.c.forked_at.label("below"))
+    chain = first.cte("shared", recursive=True)
+    chain = chain.union_all(
+        select(chain.c.owner, y.c.forked_from, y.c.forked_at).where(
+            y.c.id == chain.c.session, y.c.forked_from.is_not(None)
+        )
+    )
+    fields = ("position", "created_at", *_EVENT_FIELDS)  # every column of a row but its id: the tokens too
+    rows = select(chain.c.owner, *(e.c[name] for name in fields)).select_from(
+        chain.join(e, and_(e.c.session == chain.c.session, e.c.position < chain.c.below))
+    )
+    target = [t.events.c.session, *(t.events.c[name] for name in fields)]
+    return insert(t.events).from_select(target, rows)
+
+
+def _detach_heirs(t: Schema) -> Any:
+    _, heirs = _doomed_heirs(t)
+    s = t.sessions
+    return update(s).values(forked_from=None, forked_at=None).where(s.c.id.in_(select(heirs.c.id)))
+
+
+def _recent(t: Schema, *, raw: bool = False, positioned: bool = False) -> Any:
     """A session's newest ``:last`` events, oldest of them first: the session's row id found once (a scalar
     subquery, so both databases walk the unique index on (session, position) backwards from its end and stop
     after ``:last`` rows, whatever the history's length), then put back in order. ``raw``: as bytes."""
@@ -367,10 +459,109 @@ def _recent(t: Schema, *, raw: bool = False) -> Any:
         .limit(bindparam("last"))
         .subquery("w")
     )
-    return select(*(window.c[c.name] for c in columns)).order_by(window.c[e.c.position.name])
+    shown = (window.c[e.c.position.name],) if positioned else ()
+    return select(*shown, *(window.c[c.name] for c in columns)).order_by(window.c[e.c.position.name])
+
+
+def _chain(t: Schema, start: Any) -> Any:
+    """The segments of the history of the session whose row id is ``start``: ``(session, below)`` rows, the
+    session itself (``below`` NULL: all its rows), then the session it was forked from below its ``forked_at``,
+    and so on (revision 0012). A session that shares nothing is one segment."""
+    s, x = t.sessions, t.sessions.alias("x")
+    first = select(
+        s.c.id.label("session"),
+        cast(null(), Integer).label("below"),
+        s.c.forked_from.label("up"),
+        s.c.forked_at.label("at"),
+    ).where(s.c.id == start)
+    chain = first.cte("chain", recursive=True)
+    return chain.union_all(select(x.c.id, chain.c.at, x.c.forked_from, x.c.forked_at).where(x.c.id == chain.c.up))
+
+
+def _in_chain(chain: Any, e: Any) -> Any:
+    """The events rows of ``chain``'s segments: each segment's session's rows below its bound."""
+    return chain.join(
+        e, and_(e.c.session == chain.c.session, or_(chain.c.below.is_(None), e.c.position < chain.c.below))
+    )
+
+
+def _in_chain_postgresql(t: Schema, chain: Any, *columns: str) -> tuple[Any, Any]:
+    """:func:`_in_chain` on PostgreSQL: each segment's rows through a LATERAL subquery, one range of the index on
+    (session, position) per segment. Joined plainly, PostgreSQL guesses a recursive chain at a hundred segments
+    and reads every event once (a hash join) rather than a few ranges. The rows, and their ``position``."""
+    e = t.events
+    rows = (
+        select(e.c.position, *(e.c[name] for name in columns if name != "position"))
+        .where(e.c.session == chain.c.session, or_(chain.c.below.is_(None), e.c.position < chain.c.below))
+        .offset(0)  # a fence: PostgreSQL pulls a plain subquery up into the join, and reads every event again
+        .lateral("e")
+    )
+    return chain.join(rows, literal_column("true")), rows
+
+
+def _fork_events(t: Schema, *, raw: bool = False) -> Any:
+    """A fork's history by its row id, in order: its segments' rows (``raw``: as bytes)."""
+    e = t.events.alias("e")
+    chain = _chain(t, bindparam("id"))
+    columns = (e.c.type, e.c.payload)
+    return (
+        select(*((cast(c, LargeBinary) if raw else c) for c in columns))
+        .select_from(_in_chain(chain, e))
+        .order_by(e.c.position)
+    )
+
+
+# The columns show and export read of each event.
+_SHOWN = ("position", "type", "payload", "created_at", "role", "text", "text_path")
+
+
+def _fork_events_postgresql(t: Schema) -> Any:
+    chain = _chain(t, bindparam("id"))
+    joined, rows = _in_chain_postgresql(t, chain, "type", "payload")
+    return select(rows.c.type, rows.c.payload).select_from(joined).order_by(rows.c.position)
+
+
+def _events_of_postgresql(t: Schema, *columns: str) -> Any:
+    s = t.sessions
+    chain = _chain(t, select(s.c.id).where(_sid(s)).scalar_subquery())
+    joined, rows = _in_chain_postgresql(t, chain, *columns)
+    return select(*(rows.c[name] for name in columns)).select_from(joined).order_by(rows.c.position)
+
+
+def _fork_recent(t: Schema, *, raw: bool = False) -> Any:
+    """A fork's newest ``:last`` events by its row id, oldest of them first (``raw``: as bytes), in time that does
+    not grow with its history: the positions from its last one down (at most ``:last`` of them, a recursive
+    count), each looked up in the segment that holds it (one probe of the index on (session, position))."""
+    s, e = t.sessions, t.events.alias("e")
+    chain = _chain(t, bindparam("id"))
+    own = select(func.max(e.c.position) + 1).where(e.c.session == bindparam("id")).scalar_subquery()
+    start = select(s.c.forked_at).where(s.c.id == bindparam("id")).scalar_subquery()
+    length = func.coalesce(own, start, 0)
+    first = select((length - 1).label("pos"), (length - bindparam("last")).label("stop"))
+    walk = first.cte("walk", recursive=True)
+    walk = walk.union_all(select(walk.c.pos - 1, walk.c.stop).where(walk.c.pos > walk.c.stop, walk.c.pos > 0))
+    holds = and_(walk.c.pos >= func.coalesce(chain.c.at, 0), or_(chain.c.below.is_(None), walk.c.pos < chain.c.below))
+    # Each position's segment, then its row by a correlated probe of (session, position): never a join the
+    # planner could turn around into a scan of every event for a position.
+    slot = select(walk.c.pos, chain.c.session).select_from(walk.join(chain, holds)).where(walk.c.pos >= 0).subquery()
+
+    def probe(c: Any) -> Any:
+        at = and_(e.c.session == slot.c.session, e.c.position == slot.c.pos)
+        return select(cast(c, LargeBinary) if raw else c).where(at).scalar_subquery().label(c.name)
+
+    kind, payload = (e.c.type.name, e.c.payload.name)
+    window = select(slot.c.pos, probe(e.c.type), probe(e.c.payload)).subquery("w")
+    return select(window.c[kind], window.c[payload]).where(window.c[kind].is_not(None)).order_by(window.c.pos)
 
 
 def _events_of(t: Schema, *columns: str) -> Any:
+    """A session's whole history by its id (a fork's shared events included), each row's ``columns``."""
+    s, e = t.sessions, t.events.alias("e")
+    chain = _chain(t, select(s.c.id).where(_sid(s)).scalar_subquery())
+    return select(*(e.c[name] for name in columns)).select_from(_in_chain(chain, e)).order_by(e.c.position)
+
+
+def _legacy_events_of(t: Schema, *columns: str) -> Any:
     s, e = t.sessions.alias("s"), t.events.alias("e")
     return (
         select(*(e.c[name] for name in columns))
@@ -386,7 +577,7 @@ def _top_level_postgresql(t: Schema) -> str:
     c = t.sessions.alias("c")
     condition = (
         select(literal_column("1"))
-        .where(c.c.session_id == OVERVIEW_VIEW.c.session_id, c.c.parent.is_(None))
+        .where(c.c.session_id == OVERVIEW_VIEW.c.session_id, c.c.parent.is_(None), c.c.branch_of.is_(None))
         .correlate(OVERVIEW_VIEW)
         .exists()
     )
@@ -410,6 +601,9 @@ def _legacy_overview(t: Schema) -> Any:
         s.c.released,
         events.label("events"),
         null().label("parent_id"),
+        null().label("forked_from_id"),
+        null().label("forked_at"),
+        null().label("branch_of_id"),
     ).subquery("session_overview")
     return _overview(source)
 
@@ -512,7 +706,9 @@ STATEMENTS: list[Statement | Alias | Section] = [
     Statement(
         "FIND_SESSION",
         "",
-        lambda t: select(t.sessions.c.id, t.sessions.c.revision, t.sessions.c.updated_at).where(_sid(t.sessions)),
+        lambda t: select(
+            t.sessions.c.id, t.sessions.c.revision, t.sessions.c.updated_at, t.sessions.c.forked_from
+        ).where(_sid(t.sessions)),
     ),
     Statement(
         "NEW_SESSION",
@@ -553,6 +749,63 @@ STATEMENTS: list[Statement | Alias | Section] = [
         "DELETE_SESSION",
         "Its events and its subagents (theirs too, with their events) go with it (ON DELETE CASCADE).",
         lambda t: delete(t.sessions).where(_sid(t.sessions)),
+    ),
+    Statement(
+        "FORK_ORIGIN",
+        "Forks and earlier branches (revision 0012): a fork shares its parent's events below its ``forked_at``;"
+        " rows a fork shares never change in place.",
+        _fork_origin,
+    ),
+    Statement("FORK_SESSION", "", _fork_session),
+    Statement(
+        "FORKS_ABOVE",
+        "Whether a fork reads the session's rows at ``:position`` or later (a rewrite from there must keep them).",
+        lambda t: (
+            select(t.sessions.c.id)
+            .where(t.sessions.c.forked_from == bindparam("id"), t.sessions.c.forked_at > bindparam("position"))
+            .limit(1)
+        ),
+    ),
+    Statement(
+        "MOVE_EVENTS",
+        "A rewrite from ``:position`` moves the rows there and after to the earlier branch ``:branch``, and the"
+        " forks that read them follow.",
+        lambda t: (
+            update(t.events)
+            .values(session=bindparam("branch"))
+            .where(t.events.c.session == bindparam("id"), t.events.c.position >= bindparam("position"))
+        ),
+    ),
+    Statement(
+        "REPOINT_FORKS",
+        "",
+        lambda t: (
+            update(t.sessions)
+            .values(forked_from=bindparam("branch"))
+            .where(
+                t.sessions.c.forked_from == bindparam("id"),
+                t.sessions.c.forked_at > bindparam("position"),
+                t.sessions.c.id != bindparam("branch"),
+            )
+        ),
+    ),
+    Statement("SET_FORKED_AT", "", lambda t: _set(t, "forked_at", "position")),
+    Statement(
+        "SET_BRANCH_OF",
+        "An imported earlier branch, under its live session's row.",
+        lambda t: _set(t, "branch_of", "branch_of"),
+    ),
+    Statement(
+        "GIVE_SHARED_ROWS",
+        "Before a session is deleted, a fork of it (or of its subagents or earlier branches) gets the rows it"
+        " shared copied into its own, and then shares nothing: it stays whole.",
+        _give_shared_rows,
+    ),
+    Statement("DETACH_HEIRS", "", _detach_heirs),
+    Statement(
+        "BRANCHES",
+        "A session's earlier branches, oldest first (show --all, export).",
+        _branches,
     ),
     Statement(
         "HOLDER",
@@ -678,6 +931,29 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement("RECENT_EVENTS_BYTES", "", lambda t: _recent(t, raw=True), ("sqlite",)),
     Statement(
+        "RECENT_EVENTS_POSTGRESQL",
+        "The same with each row's position, on PostgreSQL: a window shorter than asked that does not start at 0"
+        " is a fork's, read again with FORK_RECENT.",
+        lambda t: _recent(t, positioned=True),
+        ("postgresql",),
+    ),
+    Statement(
+        "FORK_EVENTS",
+        "A fork's history by its row id: its segments' rows in one statement (each a range of the index on"
+        " (session, position)); and as bytes. A session that shares nothing reads STORED_EVENTS.",
+        _fork_events,
+        ("sqlite",),
+    ),
+    Statement("FORK_EVENTS_BYTES", "", lambda t: _fork_events(t, raw=True), ("sqlite",)),
+    Statement(
+        "FORK_EVENTS_POSTGRESQL",
+        "The same on PostgreSQL, each segment through LATERAL (its planner would read every event otherwise).",
+        _fork_events_postgresql,
+        ("postgresql",),
+    ),
+    Statement("FORK_RECENT", "A fork's newest events, oldest of them first; and as bytes.", _fork_recent),
+    Statement("FORK_RECENT_BYTES", "", lambda t: _fork_recent(t, raw=True), ("sqlite",)),
+    Statement(
         "EVENT_ROWS",
         "What import compares a stored session's events with.",
         lambda t: (
@@ -688,13 +964,16 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement(
         "EVENTS_OF",
-        "What a person reads of each event: its role and text (or where in the payload the text is).",
-        lambda t: _events_of(t, "position", "type", "payload", "created_at", "role", "text", "text_path"),
+        "What a person reads of each event: its role and text (or where in the payload the text is); a fork's"
+        " shared events included. PostgreSQL's through LATERAL (as FORK_EVENTS_POSTGRESQL), which its backend names.",
+        lambda t: _events_of(t, *_SHOWN),
+        ("sqlite",),
     ),
+    Statement("EVENTS_OF_POSTGRESQL", "", lambda t: _events_of_postgresql(t, *_SHOWN), ("postgresql",)),
     Statement(
         "LEGACY_EVENTS_OF",
         "The same of a file from before revision 0003, which stores no role or text (the codec describes them).",
-        lambda t: _events_of(t, "position", "type", "payload", "created_at"),
+        lambda t: _legacy_events_of(t, "position", "type", "payload", "created_at"),
     ),
     Statement(
         "OVERVIEW",
@@ -710,8 +989,9 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement(
         "TOP_LEVEL",
-        "The sessions a client made, not their subagents: what session/list, `sessionstore list` and prune walk.",
-        lambda t: OVERVIEW_VIEW.c.parent_id.is_(None),
+        "The sessions a client made, not their subagents nor earlier branches: what session/list, `sessionstore list`"
+        " and prune walk.",
+        lambda t: and_(OVERVIEW_VIEW.c.parent_id.is_(None), OVERVIEW_VIEW.c.branch_of_id.is_(None)),
     ),
     Statement(
         "TOP_LEVEL_POSTGRESQL",
@@ -763,8 +1043,11 @@ STATEMENTS: list[Statement | Alias | Section] = [
     Statement(
         "SESSION_COUNT",
         "How many sessions, and how many released: the column as each database reads a boolean (an integer in"
-        " SQLite, where any but 0 is true, as records read it), one text for both.",
-        lambda t: select(func.count(), func.count(case((t.sessions.c.released, 1)))),
+        " SQLite, where any but 0 is true, as records read it), one text for both. An earlier branch (revision"
+        " 0012) is part of its session, not one more.",
+        lambda t: select(func.count(), func.count(case((t.sessions.c.released, 1)))).where(
+            t.sessions.c.branch_of.is_(None)
+        ),
     ),
     Statement("SESSION_IDS", "", lambda t: select(t.sessions.c.session_id).order_by(t.sessions.c.id)),
     Statement(
@@ -831,12 +1114,17 @@ STATEMENTS: list[Statement | Alias | Section] = [
     Statement("DROP_SETTING", "", lambda t: delete(t.settings).where(t.settings.c.name == bindparam("name"))),
     Statement(
         "STALE_SESSIONS",
-        "What retention and prune remove: sessions of their own (a subagent goes with its session) not updated"
+        "What retention and prune remove: sessions of their own (a subagent or an earlier branch goes with its"
+        " session, never alone) not updated"
         " since ``:cutoff``, oldest first, with their row ids (a storage asks their holds' locks); the caller leaves"
         " out those a live process holds.",
         lambda t: (
             select(t.sessions.c.id, t.sessions.c.session_id, t.sessions.c.updated_at)
-            .where(t.sessions.c.parent.is_(None), t.sessions.c.updated_at < bindparam("cutoff"))
+            .where(
+                t.sessions.c.parent.is_(None),
+                t.sessions.c.branch_of.is_(None),
+                t.sessions.c.updated_at < bindparam("cutoff"),
+            )
             .order_by(t.sessions.c.updated_at, t.sessions.c.id)
             .limit(bindparam("limit"))
         ),
@@ -845,7 +1133,9 @@ STATEMENTS: list[Statement | Alias | Section] = [
         "NEXT_STALE",
         "When retention finds something next: the last update of the oldest session of its own not stale yet.",
         lambda t: select(func.min(t.sessions.c.updated_at)).where(
-            t.sessions.c.parent.is_(None), t.sessions.c.updated_at >= bindparam("cutoff")
+            t.sessions.c.parent.is_(None),
+            t.sessions.c.branch_of.is_(None),
+            t.sessions.c.updated_at >= bindparam("cutoff"),
         ),
     ),
     Statement(

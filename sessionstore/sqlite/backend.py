@@ -45,6 +45,7 @@ class SQLiteBackend:
 
     refuses_nul = False
     top_level = queries.TOP_LEVEL
+    events_of = queries.EVENTS_OF
 
     def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.path = path

@@ -34,7 +34,7 @@ def history(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[st
         found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
         if found is None:
             return None
-        return int(found[0]), int(found[1]), stored_events(conn, int(found[0]))
+        return int(found[0]), int(found[1]), stored_events(conn, int(found[0]), forked=found[3] is not None)
     finally:
         conn.execute("COMMIT")
 
@@ -47,14 +47,21 @@ def recent(conn: sqlite3.Connection, sid: str, last: int) -> tuple[int, int, lis
         found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
         if found is None:
             return None
-        params = {"sid": sid, "last": last}
-        return int(found[0]), int(found[1]), _rows(conn, queries.RECENT_EVENTS, queries.RECENT_EVENTS_BYTES, params)
+        if found[3] is not None:  # a fork: its segments' newest rows
+            params: dict[str, object] = {"id": int(found[0]), "last": last}
+            rows = _rows(conn, queries.FORK_RECENT, queries.FORK_RECENT_BYTES, params)
+        else:
+            rows = _rows(conn, queries.RECENT_EVENTS, queries.RECENT_EVENTS_BYTES, {"sid": sid, "last": last})
+        return int(found[0]), int(found[1]), rows
     finally:
         conn.execute("COMMIT")
 
 
-def stored_events(conn: sqlite3.Connection, row_id: int) -> list[tuple[str, str]]:
-    """A session's ``(type, payload)`` rows in order, by its row id (the writer compares against them)."""
+def stored_events(conn: sqlite3.Connection, row_id: int, *, forked: bool) -> list[tuple[str, str]]:
+    """A session's ``(type, payload)`` rows in order, by its row id (the writer compares against them); a fork's
+    (``forked``: it has a ``forked_from``) through its segments, a session that shares nothing by its own rows."""
+    if forked:
+        return _rows(conn, queries.FORK_EVENTS, queries.FORK_EVENTS_BYTES, {"id": row_id})
     return _rows(conn, queries.STORED_EVENTS, queries.STORED_EVENTS_BYTES, {"id": row_id})
 
 

@@ -27,6 +27,7 @@ import os
 import queue
 import sqlite3
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..codec import Codec, decode_all
-from ..durable import DurableStorage, Rewrite, event_row
+from ..durable import DELETE_SESSION, DurableStorage, Rewrite, event_row, fork_steps, replace_steps, run_steps
 from ..errors import StorageError, from_sqlite
 from ..schema import queries
 from ..storage import (
@@ -69,6 +70,11 @@ from .reads import history, recent, stored_events
 from .search import index_new_events, merge_index
 
 __all__ = ["SQLiteStorage"]
+
+
+def _new_sid() -> str:
+    return uuid.uuid4().hex
+
 
 T = TypeVar("T")
 
@@ -143,6 +149,10 @@ class SQLiteStorage(DurableStorage[WriteLane]):
     a write past it fails whole with :class:`~sessionstore.DatabaseFullError`.
     ``cache_bytes`` bounds the read cache by the stored text it stands for
     (:data:`CACHE_BYTES` by default; 0 turns it off).
+
+    ``keep_past``: a ``set_history`` that replaces stored events (AG2's compaction) keeps them as the session's
+    earlier branch (``show --all``, search, export; deleted with the session). ``False`` deletes them instead,
+    unless a fork still reads them.
     A file (or ``-wal``/``-shm``) owned by another user or writable by others
     is refused with :class:`~sessionstore.UnsafeFileError` unless
     ``allow_shared_file``.
@@ -160,6 +170,7 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         max_pages: int | None = None,
         allow_shared_file: bool = False,
         cache_bytes: int = CACHE_BYTES,
+        keep_past: bool = True,
     ) -> None:
         if synchronous not in SYNCHRONOUS:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
@@ -171,7 +182,7 @@ class SQLiteStorage(DurableStorage[WriteLane]):
             raise ValueError(f"read_pool_size must be at least 1, got {read_pool_size}")
         if cache_bytes < 0:
             raise ValueError(f"cache_bytes must not be negative, got {cache_bytes}")
-        super().__init__(codec=codec, auto_upgrade=auto_upgrade)
+        super().__init__(codec=codec, auto_upgrade=auto_upgrade, keep_past=keep_past)
         self.cache_bytes = cache_bytes
         self._cached_bytes = 0
         self.path = Path(path).expanduser()
@@ -432,8 +443,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
     @staticmethod
     def _ensure_session(
         conn: sqlite3.Connection, stream_id: StreamId, parent: StreamId | None, now: datetime, stamp: str
-    ) -> tuple[int, int]:
-        """The session's (row id, revision), creating the row if needed and stamping ``updated_at``.
+    ) -> tuple[int, int, int | None]:
+        """The session's (row id, revision, forked_from), creating the row if needed and stamping ``updated_at``.
 
         A row made here is made under ``parent``'s (the session the stream was opened from, which must have
         one; :func:`~sessionstore.storage.opened_from`). ``stamp`` is ``now`` as stored text, which the caller
@@ -448,10 +459,10 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                     raise missing_parent(stream_id, parent)
                 parent_row = found[0]
             made = conn.execute(queries.NEW_SESSION, {"sid": stream_id.hex, "parent": parent_row, "now": stamp})
-            return int(made.fetchone()[0]), 0
+            return int(made.fetchone()[0]), 0, None
         if row[2] < utc_text(now - UPDATED_AT_SLACK):
             conn.execute(queries.STAMP_SESSION, {"now": stamp, "id": row[0]})
-        return int(row[0]), int(row[1])
+        return int(row[0]), int(row[1]), row[3]
 
     def _cache_put(self, sid: str, entry: _Cached) -> None:
         """Keep ``entry`` as the latest, and let the oldest go while the cache stands for more than its bound."""
@@ -496,7 +507,7 @@ class SQLiteStorage(DurableStorage[WriteLane]):
             will_write(1, len(payload))
             now = datetime.now(UTC)
             stamp = utc_text(now)
-            row_id, revision = self._ensure_session(conn, stream_id, parent, now, stamp)
+            row_id, revision, _ = self._ensure_session(conn, stream_id, parent, now, stamp)
             self._refuse_held(conn, row_id, sid)
             conn.execute(queries.APPEND_EVENT, {**row, "id": row_id, "now": stamp})
             self._written_events += 1
@@ -556,13 +567,13 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now_dt = datetime.now(UTC)
             now = utc_text(now_dt)
-            row_id, revision = self._ensure_session(conn, stream_id, parent, now_dt, now)
+            row_id, revision, forked_from = self._ensure_session(conn, stream_id, parent, now_dt, now)
             self._refuse_held(conn, row_id, sid)
             cached = self._cached(sid, row_id, revision)
             if cached is None:
                 if revision:
                     size_unknown()  # the stored history is read first (revision 0: it has never had an event)
-                stored = stored_events(conn, row_id)
+                stored = stored_events(conn, row_id, forked=forked_from is not None)
                 stored_count = len(stored)
                 keep = rewrite.unchanged(stored)
                 kept_size = sum(len(payload) for _, payload in stored[:keep])
@@ -573,8 +584,20 @@ class SQLiteStorage(DurableStorage[WriteLane]):
             will_write(stored_count - keep + len(new) - keep)
             changes = 0
             if keep < stored_count:
-                deleted = conn.execute(queries.DELETE_EVENTS_FROM, {"id": row_id, "position": keep})
-                changes += deleted.rowcount
+                forked_at = None
+                if forked_from is not None:
+                    forked_at = conn.execute(queries.FORK_ORIGIN, {"sid": sid}).fetchone()[2]
+                steps = replace_steps(
+                    row_id,
+                    forked_from,
+                    forked_at,
+                    keep,
+                    stored_count,
+                    keep_past=self.keep_past,
+                    now=now,
+                    new_sid=_new_sid,
+                )
+                changes += run_steps(steps, conn.execute)
             rows = []
             for row in rewrite.rows(row_id, keep, now):
                 will_write(0, len(row["payload"]))
@@ -612,7 +635,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
             found = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
             if found is not None:
                 self._refuse_held(conn, int(found[0]), sid)
-            conn.execute(queries.DELETE_SESSION, {"sid": sid})
+            for sql in DELETE_SESSION:
+                conn.execute(sql, {"sid": sid})
 
             def after_commit() -> None:
                 self._cache_drop(sid)
@@ -623,6 +647,22 @@ class SQLiteStorage(DurableStorage[WriteLane]):
 
         await self._forget_deleted(await self._submit(work))
 
+    async def fork(self, stream_id: StreamId, *, at: int | None = None) -> StreamId:
+        """A new session whose history is this one's first ``at`` events (all of them when ``None``), shared,
+        not copied (revision 0012); its id. The session forked is not written, so forking one another storage
+        holds is allowed. :class:`~sessionstore.InvalidForkPositionError` for ``at`` outside 0 to its length,
+        :class:`~sessionstore.NoSuchSessionError` for a session with no row."""
+        sid = session_id_of(stream_id)
+        new = uuid.uuid4()
+        steps = fork_steps(sid, at, utc_text(datetime.now(UTC)), new.hex)
+
+        def work(conn: sqlite3.Connection) -> tuple[None, None]:
+            run_steps(steps, conn.execute)
+            return None, None
+
+        await self._submit(work)
+        return new
+
     # -- retention (DurableStorage's passes) ----------------------------------------------------
 
     async def _remove_stale(self, row_id: int, sid: str, cutoff: str) -> tuple[bool, int]:
@@ -632,7 +672,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
             found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
             if found is None or found[2] >= cutoff or self._held(row_id):
                 return (False, 0), None  # gone, written to since it was found, or held
-            conn.execute(queries.DELETE_SESSION, {"sid": sid})
+            for sql in DELETE_SESSION:  # as delete: its forks keep their shared rows, its branches go with it
+                conn.execute(sql, {"sid": sid})
             return (True, mark_deleted(conn)), lambda: self._cache_drop(sid)
 
         return await self._submit(work, background=True)

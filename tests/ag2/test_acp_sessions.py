@@ -82,9 +82,9 @@ async def test_initialize_advertises_load_and_the_session_methods_served(files: 
         assert sessions.resume is not None
         assert sessions.close is not None
         assert sessions.additional_directories is not None
-        # Not served: session/delete has no route in the SDK, fork is not implemented.
+        assert sessions.fork is not None
+        # Not served: session/delete has no route in the SDK.
         assert sessions.delete is None
-        assert sessions.fork is None
 
 
 async def test_new_session_stores_its_context_in_the_row(files: Files) -> None:
@@ -365,6 +365,51 @@ async def test_resume_restores_without_replay_and_the_next_prompt_sees_everythin
         assert client.recorder.updates == []
         row = session_row(files.db, sid)
         assert row is not None and row["cwd"] == PROJECT
+
+
+async def test_fork_makes_a_session_that_shares_the_history_and_goes_its_own_way(files: Files) -> None:
+    files.script_steps(
+        [
+            {"say": "A loquat is a yellow fruit."},
+            {"say": "In the fork: also a medlar."},
+            {"say": "In the original: plum-sized."},
+        ]
+    )
+    async with served(durable(files)) as client:
+        sid = await client.new(PROJECT, client="zed")
+        await client.say(sid, "What is a loquat?")
+        with pytest.raises(acp.RequestError) as unknown:
+            await within(client.conn.fork_session(session_id="0" * 32, cwd=PROJECT))
+        assert unknown.value.code == RESOURCE_NOT_FOUND
+        forked = await within(client.conn.fork_session(session_id=sid, cwd=OTHER))
+        fork = forked.session_id
+        assert fork != sid
+        await client.say(fork, "What else is it called?")
+        seen = files.recording_lines()[-1]["messages"]
+        said = [(m.get("role"), m.get("text")) for m in seen if m.get("role") in ("user", "assistant")]
+        assert said == [
+            ("user", "What is a loquat?"),
+            ("assistant", "A loquat is a yellow fruit."),
+            ("user", "What else is it called?"),
+        ]
+        await client.say(sid, "How big is it?")
+        seen = files.recording_lines()[-1]["messages"]
+        assert "What else is it called?" not in json.dumps(seen)  # the original went on without the fork's turn
+    row = session_row(files.db, fork)
+    assert row is not None and row["cwd"] == OTHER
+    origin = rows(
+        files.db,
+        "SELECT f.session_id FROM sessions AS s JOIN sessions AS f ON f.id = s.forked_from WHERE s.session_id = ?",
+        fork,
+    )
+    assert origin == [(sid,)]
+    # The fork's own rows are its new turn alone: the history it shares is stored once.
+    shared = rows(
+        files.db,
+        "SELECT min(position) FROM events WHERE session = (SELECT id FROM sessions WHERE session_id = ?)",
+        fork,
+    )
+    assert shared[0][0] > 0
 
 
 async def test_a_session_stored_before_its_first_prompt_loads_and_resumes(files: Files) -> None:

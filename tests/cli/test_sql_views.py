@@ -79,11 +79,19 @@ def test_full_text_index_follows_every_write(call: Call, tmp_path: Path) -> None
         f"{red}|[test_parse_dates] fails: the fixture expects UTC.",
     ]
 
-    async def rewrite() -> None:  # a history rewritten through the library: the old text leaves the index
-        async with SQLiteStorage(db) as storage:
+    async def rewrite(keep_past: bool) -> None:  # a history rewritten through the library
+        async with SQLiteStorage(db, keep_past=keep_past) as storage:
             await storage.set_history(UUID(hex=red), [UserMessage("Why is the build red?"), ModelMessage("flaky")])
 
-    asyncio.run(rewrite())
+    asyncio.run(rewrite(True))  # by default what it replaced is kept, as the session's earlier branch: still found
+    branch = sqlite3_shell(db, "SELECT session_id FROM sessions WHERE branch_of IS NOT NULL;").strip()
+    assert sqlite3_shell(db, FTS.format(query="test_parse_dates")).splitlines() == [
+        f"{branch}|1 failed: [test_parse_dates]",
+        f"{branch}|[test_parse_dates] fails: the fixture expects UTC.",
+    ]
+    assert call("--db", db, "delete", red[:8]).code == 0  # and deleted with it
+    (red,) = write_db(db, [Spec(conversation())])
+    asyncio.run(rewrite(False))  # a store that opts out: the old text leaves the index
     assert sqlite3_shell(db, FTS.format(query="test_parse_dates")) == ""
     assert sqlite3_shell(db, FTS.format(query="flaky")) == f"{red}|[flaky]"
 

@@ -131,6 +131,36 @@ def fill_held(conn: sqlite3.Connection) -> None:
     )
 
 
+def fill_forked(conn: sqlite3.Connection) -> None:
+    """:func:`fill_held`, then a fork of the first session at position 3 with one event of its own, and an
+    earlier branch of the second holding its last event (0012 on)."""
+    fill_held(conn)
+    first, second = (row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY id LIMIT 2"))
+    stamp = "2026-12-05 10:00:00.000000"
+    fork = conn.execute(
+        "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title, created_at,"
+        " updated_at, released, revision, forked_from, forked_at) VALUES (?, '.', '[]', '[]', '{}', NULL, ?, ?, 0, 0,"
+        " ?, 3)",
+        (uuid.UUID(int=10).hex, stamp, stamp, first),
+    ).lastrowid
+    conn.execute(
+        "INSERT INTO events (session, position, type, payload, created_at, role, text) VALUES (?, 3, 'user_message',"
+        " '{\"content\": \"a fork of its own\"}', ?, 'user', NULL)",
+        (fork, stamp),
+    )
+    branch = conn.execute(
+        "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, title, created_at,"
+        " updated_at, released, revision, forked_from, forked_at, branch_of) VALUES (?, '.', '[]', '[]', '{}', NULL,"
+        " ?, ?, 0, 0, ?, (SELECT max(position) FROM events WHERE session = ?), ?)",
+        (uuid.UUID(int=11).hex, stamp, stamp, second, second, second),
+    ).lastrowid
+    conn.execute(
+        "UPDATE events SET session = ? WHERE session = ? AND position = (SELECT max(position) FROM events WHERE"
+        " session = ?)",
+        (branch, second, second),
+    )
+
+
 # How to fill a file at each revision. The upgrade test builds every revision
 # with its filler; a revision without one fails that test until it has one.
 FILLERS = {
@@ -145,6 +175,7 @@ FILLERS = {
     "0009": fill_held,
     "0010": fill_held,
     "0011": fill_held,
+    "0012": fill_forked,
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.

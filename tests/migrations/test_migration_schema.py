@@ -168,6 +168,9 @@ def test_views_show_every_event_type_and_survive_invalid_json(built: Callable[[s
             "mcp_servers",
             "meta",
             "parent_id",
+            "forked_from_id",
+            "forked_at",
+            "branch_of_id",
         ]
 
         first = conn.execute("SELECT id, session_id FROM sessions ORDER BY id LIMIT 1").fetchone()
@@ -193,9 +196,11 @@ def test_views_show_every_event_type_and_survive_invalid_json(built: Callable[[s
         assert json.loads(result)["exit"] == 1  # an object content, as JSON text
 
         overview = conn.execute("SELECT session_id, title, events FROM session_overview ORDER BY created_at").fetchall()
+        # A session's events: its own rows, and a fork's (or an earlier branch's) shared ones below its forked_at.
         counts = dict(
             conn.execute(
-                "SELECT s.session_id, count(e.id) FROM sessions s JOIN events e ON e.session = s.id GROUP BY s.id"
+                "SELECT s.session_id, coalesce(s.forked_at, 0) + count(e.id) FROM sessions s"
+                " JOIN events e ON e.session = s.id GROUP BY s.id"
             ).fetchall()
         )
         assert {sid: n for sid, _, n in overview} == counts
@@ -232,7 +237,7 @@ async def test_fts_follows_every_change_made_through_the_storage_and_by_hand(tmp
     assert search("giraffe") == [(2, '{"matches":["[giraffe].py"]}')]
     assert search("leap AND years") and search("leap* NOT zebra")
 
-    async with SQLiteStorage(path) as storage:  # replace the history: rows deleted and inserted
+    async with SQLiteStorage(path, keep_past=False) as storage:  # replace the history: rows deleted and inserted
         await storage.set_history(sid, [UserMessage("why does parse_dates fail on leap years"), UserMessage("okapi")])
     assert search("zebra") == [] and search("giraffe") == []
     assert search("okapi") == [(1, "[okapi]")]

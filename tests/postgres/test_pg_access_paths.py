@@ -250,6 +250,10 @@ NAMED: dict[str, Any] = {
     "through": 10,
     "batch": 100,
     "last": 50,
+    "forked_from": 3,
+    "forked_at": 50,
+    "branch_of": None,
+    "branch": 5,
 }
 BY_TYPE: dict[str, Any] = {
     "text": SID,

@@ -62,8 +62,17 @@ class NoteCodec:
 
 async def stored(database: Database) -> list[tuple[Any, ...]]:
     """Each row's position, payload, role, text and text path, and the text a person reads (the transcript's)."""
-    rows = await database.rows("SELECT position, payload, role, text, text_path FROM events ORDER BY position")
-    shown = dict(await database.rows("SELECT position, text FROM transcript"))
+    # The live sessions' rows: a rewrite keeps what it replaced in an earlier branch (revision 0012), not here.
+    live = "(SELECT id FROM sessions WHERE branch_of IS NULL)"
+    rows = await database.rows(
+        f"SELECT position, payload, role, text, text_path FROM events WHERE session IN {live} ORDER BY position"
+    )
+    shown = dict(
+        await database.rows(
+            "SELECT position, text FROM transcript WHERE session_id IN"
+            " (SELECT session_id FROM sessions WHERE branch_of IS NULL)"
+        )
+    )
     return [(*row, shown.get(row[0])) for row in rows]
 
 
