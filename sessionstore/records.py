@@ -27,6 +27,7 @@ from .reads import (
     stored_session,
     total_usage,
 )
+from .schema import queries
 from .schema.revisions import HEAD
 from .storage import SessionRecord, check_limit
 
@@ -93,7 +94,8 @@ def stats(backend: Backend) -> Stats:
             return counted
         usage, max_age = total_usage(conn), retention_of(conn)
         coming = None if max_age is None else forecast(conn, max_age, backend.live_holders(conn), datetime.now(UTC))
-    return replace(counted, usage=usage, retention=coming)
+        sessions, released = conn.execute(queries.LIVE_SESSION_COUNT).fetchone()  # earlier branches not counted
+    return replace(counted, sessions=int(sessions), released=int(released), usage=usage, retention=coming)
 
 
 @command

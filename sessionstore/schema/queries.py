@@ -50,6 +50,7 @@ __all__ = [
     "LEGACY_EVENTS_OF",
     "LEGACY_OVERVIEW",
     "LET_GO_SESSION",
+    "LIVE_SESSION_COUNT",
     "MARKED_HELD",
     "MARKED_HOLDERS",
     "MARK_INDEXED",
@@ -511,9 +512,11 @@ SEARCH_POSTGRESQL = (
 )
 
 # How many sessions, and how many released: the column as each database reads a boolean (an integer in SQLite, where any
-# but 0 is true, as records read it), one text for both. An earlier branch (revision 0012) is part of its session, not
-# one more.
-SESSION_COUNT = (
+# but 0 is true, as records read it), one text for both.
+SESSION_COUNT = "SELECT count(*) AS count_1, count(CASE WHEN sessions.released THEN 1 END) AS count_2 FROM sessions"
+
+# SESSION_COUNT at revision 0012 on: an earlier branch is part of its session, not one more (stats).
+LIVE_SESSION_COUNT = (
     "SELECT count(*) AS count_1, count(CASE WHEN sessions.released THEN 1 END) AS count_2 FROM sessions WHERE "
     "sessions.branch_of IS NULL"
 )

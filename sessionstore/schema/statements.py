@@ -1043,8 +1043,12 @@ STATEMENTS: list[Statement | Alias | Section] = [
     Statement(
         "SESSION_COUNT",
         "How many sessions, and how many released: the column as each database reads a boolean (an integer in"
-        " SQLite, where any but 0 is true, as records read it), one text for both. An earlier branch (revision"
-        " 0012) is part of its session, not one more.",
+        " SQLite, where any but 0 is true, as records read it), one text for both.",
+        lambda t: select(func.count(), func.count(case((t.sessions.c.released, 1)))),
+    ),
+    Statement(
+        "LIVE_SESSION_COUNT",
+        "SESSION_COUNT at revision 0012 on: an earlier branch is part of its session, not one more (stats).",
         lambda t: select(func.count(), func.count(case((t.sessions.c.released, 1)))).where(
             t.sessions.c.branch_of.is_(None)
         ),

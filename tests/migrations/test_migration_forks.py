@@ -1,6 +1,6 @@
 """Revision 0012 (forks share their parent's events, rewrites keep earlier branches) on a SQLite file and a
-PostgreSQL database: forked and rewritten through a storage at head, down to 0009 (each fork and earlier branch
-whole as a session of its own, nothing deleted), and up again. (Up from 0009 with sessions in place: the upgrade
+PostgreSQL database: forked and rewritten through a storage at head, down to 0011 (each fork and earlier branch
+whole as a session of its own, nothing deleted), and up again. (Up from 0011 with sessions in place: the upgrade
 tests, with ``migration_data.fill_forked``.)"""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def test_0012_goes_down_with_every_fork_and_branch_whole_and_up_again(database: 
         return fork, UUID(hex=found[0][0])
 
     fork, branch = asyncio.run(fork_and_compact())
-    migrate.downgrade(database.where, "0009")
-    assert migrate.current(database.where) == "0009"
+    migrate.downgrade(database.where, "0011")
+    assert migrate.current(database.where) == "0011"
 
     async def positions(sid: UUID) -> list[Any]:
         sql = "SELECT position FROM events WHERE session = (SELECT id FROM sessions WHERE session_id = ?)"

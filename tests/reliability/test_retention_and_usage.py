@@ -129,3 +129,46 @@ async def test_retention_removes_one_session_per_transaction_and_appends_keep_th
             slowest = max(slowest, time.monotonic() - began)
         assert slowest < 0.25, slowest
         assert len(await storage.get_history(context.stream.id)) > 1
+
+
+async def test_retention_gives_forks_their_rows_and_leaves_earlier_branches_to_their_session(
+    database: Database,
+) -> None:
+    """Retention deletes as ``delete`` does (revision 0012): a fork of a stale session is given the rows it shared,
+    token counts and all, and stays whole; an earlier branch, stale as it may be, goes only with its session. A
+    fork's usage is its own events' until then; ``stats`` counts no branch as a session."""
+    parent = await _converse(database)  # 7 events, 497 tokens
+    live = uuid4()
+    async with database.storage() as storage:
+        fork = await storage.fork(UUID(parent))
+        await storage.save_event(UserMessage("mine"), EventContext.for_stream(fork))
+        await storage.set_history(live, [UserMessage(f"m{i}") for i in range(4)])
+        await storage.set_history(live, [UserMessage("summary")])  # m0..m3 kept in an earlier branch
+    (fork_listed,) = [
+        r
+        for r in await asyncio.to_thread(lambda: list(records.list_sessions(database.where)))
+        if r.session_id == fork.hex
+    ]
+    assert fork_listed.usage == Tokens()  # the prefix was spent by its parent
+    assert (await asyncio.to_thread(records.stats, database.where)).sessions == 3  # the branch is not one
+    await database.rows(f"UPDATE sessions SET updated_at = {OLD} WHERE session_id NOT IN (?, ?)", fork.hex, live.hex)
+
+    storage = database.storage()
+    storage.retention_every = 0.1
+    async with storage:
+        await storage.set_retention(timedelta(days=1))
+        deadline = time.monotonic() + CHILD_TIMEOUT
+        while await database.rows("SELECT 1 FROM sessions WHERE session_id = ?", parent):
+            assert time.monotonic() < deadline, "the policy was never applied"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # passes go on: the stale earlier branch stays with its live session
+        history = await storage.get_history(fork)
+        assert [type(e).__name__ for e in history][-2:] == ["TokenUsage", "UserMessage"] and len(history) == 8
+        assert [e.content for e in await storage.get_history(live)] == ["summary"]
+    branches = await database.rows("SELECT count(*) FROM sessions WHERE branch_of IS NOT NULL")
+    assert int(branches[0][0]) == 1
+    (fork_listed,) = await asyncio.to_thread(
+        lambda: [r for r in records.list_sessions(database.where) if r.session_id == fork.hex]
+    )
+    assert fork_listed.usage == Tokens(input=431, output=66, cache_read=80, cache_write=7, reasoning=3)
+    assert (await asyncio.to_thread(records.stats, database.where)).sessions == 2
