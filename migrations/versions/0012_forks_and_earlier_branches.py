@@ -23,12 +23,15 @@ for every session already there (nothing shared, nothing kept):
 ``session_overview`` counts a fork's shared events (``forked_at`` plus its own rows: a fork's rows are the
 positions from ``forked_at`` on) and shows ``forked_from_id``, ``forked_at`` and ``branch_of_id``. The
 ``transcript`` stays one row per stored event: it is the full-text index's content, keyed by the event's id,
-which a shared event has once.
+which a shared event has once. On PostgreSQL the new view runs as its reader (``security_invoker``, as 0011 made
+the old one), and so does 0011's, made again by the downgrade; a view made anew has no grants, so the ``GRANT``
+lines are run again after the upgrade (docs/postgresql.md). A fork or branch row gets the default owner: the role
+that made it.
 
 What it costs: nothing for a session that is never forked nor rewritten (NULL columns, rows in no partial
 index); an append still computes its position from its own rows, and a fork's first from ``forked_at``. A
-downgrade gives every fork and earlier branch its shared rows (a copy: each a session of its own again, the
-branches listed beside their sessions), deletes nothing, then drops the columns.
+downgrade gives every fork and earlier branch its shared rows (a copy, token counts included: each a session of its
+own again, the branches listed beside their sessions), deletes nothing, then drops the columns.
 """
 
 from __future__ import annotations
