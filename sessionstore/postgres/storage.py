@@ -339,6 +339,9 @@ async def _run_steps(conn: Any, steps: Steps[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
+_COUNTED = frozenset({"UPDATE", "DELETE"})  # steps whose answer is how many rows they changed
+
+
 class _StepResult:
     """A step's answer as a ``sqlite3`` cursor gives it (what :data:`~sessionstore.durable.Steps` use): its rows
     (``fetchone``) or, for an UPDATE or DELETE, how many rows it changed (``rowcount``, from asyncpg's status)."""
@@ -349,7 +352,7 @@ class _StepResult:
 
     @classmethod
     async def of(cls, conn: Any, sql: str, params: dict[str, Any]) -> _StepResult:
-        if sql.startswith(("UPDATE ", "DELETE ")) and " RETURNING " not in sql:
+        if sql.split(None, 1)[0] in _COUNTED and " RETURNING " not in sql:
             text, names = pg.numbered(sql)
             bound = pg.bind(params)
             status = await conn.execute(text, *(bound[name] for name in names))  # "UPDATE 3"

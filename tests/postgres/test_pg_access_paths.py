@@ -47,6 +47,7 @@ SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\s")  # as the package w
 # What is not a hot statement, and why. Everything found and not named here is hot.
 WHOLE_DATABASE = {
     "queries.SESSION_COUNT": "stats: counts every session",
+    "queries.LIVE_SESSION_COUNT": "stats: counts every session but the earlier branches",
     "queries.EVENT_TYPES": "stats: counts every event by type",
     "queries.DATABASE_SIZE_POSTGRESQL": "stats: the database's size",
     "queries.SESSION_IDS": "export --all: every session's id, in order",

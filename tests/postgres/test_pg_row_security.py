@@ -29,6 +29,7 @@ from sessionstore import (
 )
 from sessionstore.postgres import PostgresStorage
 from sessionstore.postgres import migrate as pgmigrate
+from sessionstore.schema.revisions import HEAD
 
 
 @pytest.fixture
@@ -200,7 +201,7 @@ def test_check_says_when_a_view_or_a_table_is_left_unguarded(crew: Team) -> None
 def test_a_role_that_does_not_own_the_schema_cannot_migrate_it(crew: Team) -> None:
     done = run("db", "downgrade", "0009", "--db", crew.url("ann", driver="postgresql"))
     assert done.returncode != 0 and "failed and was rolled back" in done.stderr, done.stderr
-    assert cli(crew, "carol", "db", "current")[1].strip().startswith("0011")
+    assert cli(crew, "carol", "db", "current")[1].strip().startswith(HEAD)
 
 
 def test_0011_gives_stored_sessions_to_the_upgrader_and_goes_back(pg_server: PostgresServer, pg_empty_url: str) -> None:
