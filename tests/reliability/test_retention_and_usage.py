@@ -19,7 +19,7 @@ from _support import CHILD_TIMEOUT
 from databases import Database
 from test_held_sessions import cli, holder_process
 
-from sessionstore import EventContext, ModelMessage, Tokens, TokenUsage, UserMessage, records
+from sessionstore import EventContext, ModelMessage, Tokens, TokenUsage, UserMessage, in_session, records
 
 OLD = "'2025-01-01 00:00:00'"  # a literal either database reads as a time
 
@@ -69,6 +69,24 @@ async def test_usage_is_summed_in_sql_per_session_and_turn(database: Database) -
     assert showing["usage"]["turns"][2]["input"] == 200
     assert "tokens   497" in cli(database, "show", sid).stdout
     assert json.loads(cli(database, "stats", "--json").stdout)["usage"]["cache_write"] == 7
+
+
+async def test_the_total_counts_a_subagents_tokens_once(database: Database) -> None:
+    """AG2 records a subagent's spend in the subagent's session and again in its parent's (a ``subtask`` rollup):
+    ``stats`` counts the sessions of their own alone, so its total is what ``list`` shows, each token once."""
+    parent, child = uuid4(), uuid4()
+    async with database.storage() as storage:
+        with in_session(parent):
+            await storage.save_event(UserMessage("delegate it"), EventContext.for_stream(parent))
+            await storage.save_event(TokenUsage(input_tokens=90, output_tokens=10), EventContext.for_stream(child))
+            rollup = TokenUsage(input_tokens=90, output_tokens=10, model="subtask")  # the subagent's, again
+            await storage.save_event(rollup, EventContext.for_stream(parent))
+            await storage.save_event(TokenUsage(input_tokens=1000, output_tokens=35), EventContext.for_stream(parent))
+    (listed,) = await asyncio.to_thread(lambda: list(records.list_sessions(database.where)))
+    assert listed.session_id == parent.hex and listed.usage == Tokens(input=1090, output=45)
+    stats = await asyncio.to_thread(records.stats, database.where)
+    assert stats.usage.tokens == Tokens(input=1090, output=45) and stats.usage.events == 2
+    assert json.loads(cli(database, "stats", "--json").stdout)["usage"]["total"] == 1135
 
 
 async def test_a_policy_set_by_the_command_line_is_applied_by_a_running_storage(
