@@ -20,7 +20,6 @@ from .backend import Backend, command
 from .errors import SessionHeldError, UsageError
 from .reads import RETENTION, CheckReport, Connection, iter_sessions, parent_of, resolve, resolve_all, retention_setting
 from .schema import queries
-from .schema.revisions import HEAD
 from .storage import SessionRecord, storable_text, utc_text
 
 __all__ = [
@@ -142,9 +141,9 @@ def prune(
     prunable = f"{backend.top_level} AND {_STALE}"
     if dry_run:
         with backend.reading() as conn:
-            current = backend.revision(conn) == HEAD
+            revision = backend.revision(conn)
             held = backend.live_holders(conn)
-            found = iter_sessions(conn, where=prunable, cutoff=cutoff, current=current)
+            found = iter_sessions(conn, where=prunable, cutoff=cutoff, revision=revision)
             return [r for r in found if r.session_id not in held]
     with backend.writable() as conn:
         held = backend.live_holders(conn)

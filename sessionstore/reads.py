@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from .errors import AmbiguousSessionIdError, NoSuchSessionError, UsageError
 from .events import Tokens
 from .schema import queries
-from .schema.revisions import HEAD
+from .schema.revisions import HEAD, ROLES_SINCE, SUBAGENTS_SINCE, USAGE_SINCE, reaches
 from .storage import SessionPage, SessionRecord, check_limit, decode_cursor, page_of, stamp, utc_text
 
 __all__ = [
@@ -334,10 +334,10 @@ def _json_column(text: object, kind: type, name: str, unreadable: dict[str, str]
     return kind()
 
 
-def _overview(sql: str, current: bool) -> str:
-    """``sql``, a statement that begins with :data:`queries.OVERVIEW`, over the sessions of a file at an older
-    revision when not ``current``."""
-    return sql if current else queries.LEGACY_OVERVIEW + sql.removeprefix(queries.OVERVIEW)
+def _overview(sql: str, revision: str | None) -> str:
+    """``sql``, a statement that begins with :data:`queries.OVERVIEW`, over the sessions of a file at ``revision``
+    (before 0006, session_overview lacked columns OVERVIEW reads)."""
+    return sql if reaches(revision, SUBAGENTS_SINCE) else queries.LEGACY_OVERVIEW + sql.removeprefix(queries.OVERVIEW)
 
 
 def iter_sessions(
@@ -346,14 +346,16 @@ def iter_sessions(
     cwd: str | None = None,
     limit: int | None = None,
     where: str = "",
-    current: bool = True,
+    revision: str | None = HEAD,
     **params: Any,
 ) -> Iterator[SessionRecord]:
-    """Sessions most recently active first, one at a time (a listing of every session never holds them all)."""
+    """Sessions most recently active first, one at a time (a listing of every session never holds them all), of a
+    database at ``revision``."""
     sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
     bound = None if limit is None else min(limit, _SQL_INT_MAX)
-    for row in conn.execute(_overview(sql, current), {"cwd": cwd, "limit": bound, **params}):
-        yield with_usage(conn, record_of(row)) if current else record_of(row)
+    counted = reaches(revision, USAGE_SINCE)
+    for row in conn.execute(_overview(sql, revision), {"cwd": cwd, "limit": bound, **params}):
+        yield with_usage(conn, record_of(row)) if counted else record_of(row)
 
 
 def with_usage(conn: Connection, record: SessionRecord) -> SessionRecord:
@@ -393,9 +395,9 @@ def session_page(
     return page_of(rows, limit)
 
 
-def load_session(conn: Connection, sid: str, *, current: bool = True) -> SessionRecord | None:
+def load_session(conn: Connection, sid: str, *, revision: str | None = HEAD) -> SessionRecord | None:
     """The stored record of one session (its title only if one was set), or ``None``."""
-    sql = _overview(queries.OVERVIEW + " WHERE session_id = :sid", current)
+    sql = _overview(queries.OVERVIEW + " WHERE session_id = :sid", revision)
     rows = conn.execute(sql, {"sid": sid}).fetchall()
     if not rows:
         return None
@@ -463,12 +465,12 @@ def text_at(payload: str, path: str) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def events_of(conn: Connection, sid: str, *, current: bool = True) -> list[StoredEvent]:
+def events_of(conn: Connection, sid: str, *, revision: str | None = HEAD) -> list[StoredEvent]:
     """A session's events as stored, each with its role and text, in order."""
-    if not current and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
+    if not reaches(revision, ROLES_SINCE):
         return _legacy_events(conn, sid)
     tokens = {}
-    if current:  # a file before revision 0010 counted no tokens
+    if reaches(revision, USAGE_SINCE):  # a file before revision 0010 counted no tokens
         for position, *counts in conn.execute(queries.EVENT_TOKENS, {"sid": sid}):
             tokens[int(position)] = Tokens(*(int(n or 0) for n in counts))
     events = []
@@ -492,13 +494,14 @@ def _legacy_events(conn: Connection, sid: str) -> list[StoredEvent]:
     return events
 
 
-def stored_session(conn: Connection, sid: str, current: bool, seen: set[str]) -> StoredSession:
+def stored_session(conn: Connection, sid: str, revision: str | None, seen: set[str]) -> StoredSession:
     seen.add(sid)  # a loop of parents made by hand ends here
-    (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
-    children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
-    subagents = [stored_session(conn, child, current, seen) for child in children if child not in seen]
-    usage = session_usage(conn, sid, turns=True) if current else NO_USAGE
-    return StoredSession(record, events_of(conn, sid, current=current), subagents, usage)
+    (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, revision=revision)
+    linked = reaches(revision, SUBAGENTS_SINCE)
+    children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if linked else []
+    subagents = [stored_session(conn, child, revision, seen) for child in children if child not in seen]
+    usage = session_usage(conn, sid, turns=True) if reaches(revision, USAGE_SINCE) else NO_USAGE
+    return StoredSession(record, events_of(conn, sid, revision=revision), subagents, usage)
 
 
 # -- retention (revision 0010) ---------------------------------------------------------------------------------------
