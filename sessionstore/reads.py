@@ -510,17 +510,53 @@ RETENTION = "retention"
 """The setting that holds the retention policy: the age, in whole seconds, past which a session is removed."""
 
 
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+"""The units an age is written in (``30d``): seconds, minutes, hours, days, weeks."""
+
+ANY_AGE = timedelta(0)
+"""The shortest age ``prune`` takes: ``--older-than 0s`` is every session no live process holds."""
+
+SHORTEST_RETENTION = timedelta(seconds=1)
+"""The shortest retention policy: one of 0 would remove every session no live process holds at every pass (what
+``retention set 0`` may have meant, ``retention off`` does)."""
+
+
+def age_text(age: timedelta) -> str:
+    """An age as a person writes it: ``30d``, ``36h``, ``90s`` (whole seconds, in the largest unit that divides it)."""
+    seconds = int(age.total_seconds())
+    sign, seconds = "-" * (seconds < 0), abs(seconds)
+    for unit, size in sorted(AGE_UNITS.items(), key=lambda item: -item[1]):
+        if seconds % size == 0 and seconds >= size:
+            return f"{sign}{seconds // size}{unit}"
+    return f"{sign}{seconds}s"
+
+
+def not_an_age(shown: str, shortest: timedelta) -> UsageError:
+    """The one message for every age refused (``shown``: as the user wrote it, or as :func:`age_text` writes it)."""
+    return UsageError(
+        f"not an age: {shown} (a number and a unit, s, m, h, d or w, such as 30d or 1.5h,"
+        f" from {age_text(shortest)} to {timedelta.max.days:,}d)"
+    )
+
+
+def checked_age(age: timedelta, shortest: timedelta, shown: str | None = None) -> timedelta:
+    """``age`` if it is at least ``shortest`` (:data:`ANY_AGE` for ``prune``, :data:`SHORTEST_RETENTION` for a
+    policy), else :func:`not_an_age`: the one rule, for the command line and the library alike."""
+    if age < shortest:
+        raise not_an_age(shown or age_text(age), shortest)
+    return age
+
+
 def retention_of(conn: Connection) -> timedelta | None:
     """The database's retention policy (None: off, or a database before revision 0010)."""
     row = conn.execute(queries.SETTING, {"name": RETENTION}).fetchone()
     return None if row is None else timedelta(seconds=int(row[0]))
 
 
-def retention_setting(max_age: timedelta | None) -> dict[str, Any]:
-    """:data:`queries.PUT_SETTING`'s parameters for a policy (:class:`UsageError` for an age below a second)."""
-    if max_age is None or max_age.total_seconds() < 1:
-        raise UsageError(f"a retention age is at least 1s, got {max_age}")
-    return {"name": RETENTION, "value": str(int(max_age.total_seconds()))}
+def retention_setting(max_age: timedelta) -> dict[str, Any]:
+    """:data:`queries.PUT_SETTING`'s parameters for a policy (:func:`checked_age`: :class:`UsageError` for an age
+    below a second)."""
+    return {"name": RETENTION, "value": str(int(checked_age(max_age, SHORTEST_RETENTION).total_seconds()))}
 
 
 def cutoff_of(max_age: timedelta, now: datetime) -> str:

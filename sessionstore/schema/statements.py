@@ -812,9 +812,7 @@ STATEMENTS: list[Statement | Alias | Section] = [
         "TOTAL_USAGE",
         "The database's tokens (stats), each counted once: the sessions of their own alone, since AG2 reports what a"
         " subagent spent in the subagent's session and again in its parent's (a subtask rollup).",
-        lambda t: _usage(t).where(
-            t.events.c.session.in_(select(t.sessions.c.id).where(t.sessions.c.parent.is_(None)))
-        ),
+        lambda t: _usage(t).where(t.events.c.session.in_(select(t.sessions.c.id).where(t.sessions.c.parent.is_(None)))),
     ),
     Statement(
         "TURN_USAGE",

@@ -15,11 +15,22 @@ from datetime import timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
+import pytest
 from _support import CHILD_TIMEOUT
 from databases import Database
 from test_held_sessions import cli, holder_process
 
-from sessionstore import EventContext, ModelMessage, Tokens, TokenUsage, UserMessage, in_session, records
+from sessionstore import (
+    EventContext,
+    ModelMessage,
+    Tokens,
+    TokenUsage,
+    UserMessage,
+    admin,
+    in_session,
+    records,
+)
+from sessionstore.errors import UsageError
 
 OLD = "'2025-01-01 00:00:00'"  # a literal either database reads as a time
 
@@ -147,3 +158,37 @@ async def test_retention_removes_one_session_per_transaction_and_appends_keep_th
             slowest = max(slowest, time.monotonic() - began)
         assert slowest < 0.25, slowest
         assert len(await storage.get_history(context.stream.id)) > 1
+
+
+async def test_every_age_refused_gets_one_line_and_changes_nothing(database: Database) -> None:
+    """One rule and one message for an age, from the command line (``-3d`` included, which argparse would take for
+    an option) and from the library, naming the age as it was written; nothing is changed. ``None`` is off."""
+    async with database.storage() as storage:
+        await storage.save_event(UserMessage("kept"), EventContext.for_stream(uuid4()))
+    assert cli(database, "retention", "set", "1.5D").stdout.startswith("retention 36h:")
+    policy = [("retention", str(36 * 3600))]
+    for *command, age in (
+        ("retention", "set", "-3d"),
+        ("retention", "set", "0"),
+        ("retention", "set", "0d"),
+        ("retention", "set", "0.5s"),
+        ("prune", "--older-than", "-3d"),
+        ("prune", "--older-than", "soon"),
+    ):
+        done = cli(database, *command, age)
+        shortest = "0s" if command[0] == "prune" else "1s"
+        assert (done.returncode, done.stdout) == (1, ""), done
+        assert done.stderr == (
+            f"sessionstore: error: not an age: {age!r} (a number and a unit, s, m, h, d or w, such as 30d or 1.5h,"
+            f" from {shortest} to 999,999,999d)\n"
+        )
+        assert [tuple(row) for row in await database.rows("SELECT name, value FROM settings")] == policy
+        assert len(await database.rows("SELECT 1 FROM sessions")) == 1
+    async with database.storage() as storage:
+        with pytest.raises(UsageError, match=r"^not an age: -5s \(a number and a unit, .* from 1s to "):
+            await storage.set_retention(timedelta(seconds=-5))
+        assert await storage.retention() == timedelta(hours=36)
+        await storage.set_retention(None)
+        assert await storage.retention() is None
+    with pytest.raises(UsageError, match=r"^not an age: -3d \("):
+        await asyncio.to_thread(admin.prune, database.where, timedelta(days=-3))
