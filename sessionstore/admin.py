@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from .backend import Backend, command
-from .errors import SessionHeldError
+from .errors import SessionHeldError, SettingError
 from .reads import (
     AGE_UNITS,
     ANY_AGE,
@@ -31,9 +32,11 @@ from .reads import (
     parent_of,
     resolve,
     resolve_all,
+    retention_of,
     retention_setting,
 )
 from .schema import queries
+from .schema.revisions import USAGE_SINCE, reaches
 from .storage import SessionRecord, storable_text
 
 __all__ = [
@@ -100,7 +103,8 @@ def parse_age(text: str, shortest: timedelta = ANY_AGE) -> timedelta:
     """``"30d"`` -> 30 days: a number (whole, or with decimals: ``1.5d``) and a unit, ``s``, ``m`` (minutes),
     ``h``, ``d`` or ``w``, in either case, spaces around and between them allowed (``"12 H"``), and at least
     ``shortest`` (:data:`~sessionstore.reads.SHORTEST_RETENTION` for a retention policy). Anything else is
-    :class:`~sessionstore.errors.UsageError`, with the one message every refused age gets, naming ``text`` as written."""
+    :class:`~sessionstore.errors.UsageError`, with the one message every refused age gets, naming ``text`` as
+    written."""
     match = _AGE.match(text.lower())
     if match is None:
         raise not_an_age(repr(text), shortest)
@@ -193,5 +197,14 @@ def set_retention(backend: Backend, max_age: timedelta | None) -> None:
 @command
 def check(backend: Backend, *, repair: bool = False) -> CheckReport:
     """``sessionstore check``: is the database whole, and does everything ``search`` and the views depend on work?
-    With ``repair``, puts back what a file is missing (see the backends' ``check``)."""
-    return backend.check(repair=repair)
+    With ``repair``, puts back what a file is missing (see the backends' ``check``). A setting edited by hand into
+    something unreadable is reported (``settings``), not mended: which policy to set is the user's choice."""
+    report = backend.check(repair=repair)
+    if not reaches(report.revision, USAGE_SINCE):  # no settings before revision 0010
+        return report
+    with backend.reading() as conn:
+        try:
+            retention_of(conn)
+        except SettingError as exc:
+            return replace(report, settings=[str(exc)])
+    return report

@@ -533,6 +533,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"search index  {'ok' + trailing if not report.search_index else '; '.join(report.search_index)}")
     for leftover in report.leftovers:
         print(f"leftover      {leftover}")
+    for setting in report.settings:
+        print(f"setting       {setting}")
     if report.deleted_text_left:
         print(f"deleted text  {admin.LEFT_IN_LOG.format(db=args.db.name)}")
     if report.ok:
@@ -610,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--db", type=_database, metavar="PATH|URL", help=db_help)
     # --db is accepted after the command too (`sessionstore list --db x.db`), as people type it.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--db", type=_database, metavar="PATH|URL", default=argparse.SUPPRESS, help=db_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -663,14 +665,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="JSON output")
 
     p = command("retention", cmd_retention, "the age past which storages remove unheld sessions on their own")
-    action = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    action = p.add_subparsers(dest="action", metavar="ACTION")  # none: show
     setting = action.add_parser("set", parents=[common], help="set it: " + AGE_HELP)
     setting.add_argument("age", metavar="AGE")
     for name, what in (("show", "the policy and what it removes next"), ("off", "remove the policy")):
         action.add_parser(name, parents=[common], help=what)
     for parser_ in (p, *action.choices.values()):
         parser_.add_argument("--json", action="store_true", help="JSON output", default=argparse.SUPPRESS)
-    p.set_defaults(json=False)
+    p.set_defaults(json=False, action="show")
 
     p = command("check", cmd_check, "integrity, foreign keys, schema revision, views and the search index")
     p.add_argument("--repair", action="store_true", help="put back altered views and triggers, rebuild the index")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from .errors import AmbiguousSessionIdError, NoSuchSessionError, UsageError
+from .errors import AmbiguousSessionIdError, NoSuchSessionError, SettingError, UsageError
 from .events import Tokens
 from .schema import queries
 from .schema.revisions import HEAD, ROLES_SINCE, SUBAGENTS_SINCE, USAGE_SINCE, reaches
@@ -234,6 +234,8 @@ class CheckReport:
     problem: writers index in batches, and search reads those events directly).
     ``leftovers``: scratch files beside the file that a killed command left (:mod:`scratch`), one line each;
     they hold conversation text, so they are not ok, and ``check --repair`` (or the next import) removes them.
+    ``settings``: rows of the ``settings`` table that hold what this version cannot read (edited by hand), one line
+    each; not ok, and the line says how to set it again (``check --repair`` leaves the choice to you).
     ``deleted_text_left``: deleted text may still be in the file's pages and its
     write-ahead log, because another process held an older snapshot when it was
     deleted (:data:`LEFT_IN_LOG`; not damage: it goes once that process lets go).
@@ -249,6 +251,7 @@ class CheckReport:
     unindexed: int = 0
     leftovers: list[str] = field(default_factory=list)
     deleted_text_left: bool = False
+    settings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -259,6 +262,7 @@ class CheckReport:
             and not self.schema_objects
             and not self.search_index
             and not self.leftovers
+            and not self.settings
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -274,6 +278,7 @@ class CheckReport:
             "unindexed": self.unindexed,
             "leftovers": self.leftovers,
             "deleted_text_left": self.deleted_text_left,
+            "settings": self.settings,
         }
 
 
@@ -548,9 +553,19 @@ def checked_age(age: timedelta, shortest: timedelta, shown: str | None = None) -
 
 
 def retention_of(conn: Connection) -> timedelta | None:
-    """The database's retention policy (None: off, or a database before revision 0010)."""
+    """The database's retention policy (None: off, or a database before revision 0010); :class:`SettingError` for
+    a value edited by hand into something that is not one."""
     row = conn.execute(queries.SETTING, {"name": RETENTION}).fetchone()
-    return None if row is None else timedelta(seconds=int(row[0]))
+    if row is None:
+        return None
+    try:
+        return checked_age(timedelta(seconds=int(row[0])), SHORTEST_RETENTION)
+    except (TypeError, ValueError, OverflowError):
+        raise SettingError(
+            f"the setting {RETENTION!r} (the retention policy) holds {row[0]!r}, not a number of seconds from 1:"
+            " set it again with `sessionstore retention set 30d` (any age), or remove it with"
+            " `sessionstore retention off`"
+        ) from None
 
 
 def retention_setting(max_age: timedelta) -> dict[str, Any]:

@@ -269,6 +269,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.DatabaseUnavailableError,
                 errors.NotOnPostgreSQLError,
                 errors.AccessDeniedError,
+                errors.SettingError,
                 errors.ParentSessionMissingError,
             )
         },

@@ -192,3 +192,42 @@ async def test_every_age_refused_gets_one_line_and_changes_nothing(database: Dat
         assert await storage.retention() is None
     with pytest.raises(UsageError, match=r"^not an age: -3d \("):
         await asyncio.to_thread(admin.prune, database.where, timedelta(days=-3))
+
+
+async def test_a_setting_edited_by_hand_is_named_in_one_line_and_the_storage_carries_on(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``UPDATE settings SET value = 'abc'``: ``stats`` and ``retention show`` end in one line naming the setting
+    and how to set it again (no traceback), ``check`` says not ok, and an open storage logs one line per value and
+    goes on working; ``retention off`` mends it."""
+    async with database.storage() as storage:
+        await storage.save_event(UserMessage("old"), EventContext.for_stream(uuid4()))
+    await database.rows(f"UPDATE sessions SET updated_at = {OLD}")
+    assert cli(database, "retention", "set", "30d").returncode == 0
+    await database.rows("UPDATE settings SET value = 'abc' WHERE name = 'retention'")
+    said = (
+        "sessionstore: error: the setting 'retention' (the retention policy) holds 'abc', not a number of seconds"
+        " from 1: set it again with `sessionstore retention set 30d` (any age), or remove it with"
+        " `sessionstore retention off`\n"
+    )
+    for command in (["stats"], ["stats", "--json"], ["retention", "show"], ["retention"]):
+        done = cli(database, *command)
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", said), done
+    checked = cli(database, "check")
+    assert checked.returncode == 1 and f"setting       {said.removeprefix('sessionstore: error: ')}" in checked.stdout
+    report = json.loads(cli(database, "check", "--json").stdout)
+    assert report["ok"] is False and report["settings"] == [said.removeprefix("sessionstore: error: ").strip()]
+
+    storage = database.storage()
+    storage.retention_every = 0.05
+    with caplog.at_level("INFO", logger="sessionstore.durable"):
+        async with storage:
+            await asyncio.sleep(0.5)  # several passes
+            await storage.save_event(UserMessage("still writes"), EventContext.for_stream(uuid4()))
+    told = [r for r in caplog.records if "no retention pass" in r.getMessage()]
+    assert len(told) == 1 and told[0].exc_info is None and told[0].levelname == "WARNING"
+    assert "'abc'" in told[0].getMessage() and not [r for r in caplog.records if r.exc_info]
+    assert len(await database.rows("SELECT 1 FROM sessions")) == 2  # nothing removed by a policy it cannot read
+
+    assert cli(database, "retention", "off").stdout == "retention off\n"
+    assert cli(database, "stats").returncode == 0 and cli(database, "check").returncode == 0
