@@ -277,8 +277,11 @@ def _forecast_text(coming: Forecast) -> list[str]:
         )
     else:
         lines.append("  nothing is due now")
+    if coming.held:
+        noun = f"{coming.held} session{'s' * (coming.held != 1)} as old {'are' if coming.held != 1 else 'is'}"
+        lines.append(f"  {noun} kept: a live process holds {'them' if coming.held != 1 else 'it'}")
     if coming.next_at is not None:
-        lines.append(f"  the next comes due {shown_time(coming.next_at, seconds=False)}")
+        lines.append(f"  the next comes due {shown_time(coming.next_at)}")
     return lines
 
 

@@ -136,17 +136,20 @@ def total_usage(conn: Connection) -> Usage:
 class Forecast:
     """What the retention policy removes next (``stats``): sessions of their own not updated for ``max_age`` that
     no live process holds. ``due`` of them would go at the next pass (the oldest last updated ``oldest_due``);
-    ``next_at`` is when the next of the others comes due (None: there is none)."""
+    ``held``: as old, but kept because a live process holds them; ``next_at`` is when the next of the others comes
+    due (None: there is none)."""
 
     max_age: timedelta
     due: int
     oldest_due: datetime | None
     next_at: datetime | None
+    held: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "max_age_seconds": int(self.max_age.total_seconds()),
             "due": self.due,
+            "held": self.held,
             "oldest_due": None if self.oldest_due is None else self.oldest_due.isoformat(),
             "next_at": None if self.next_at is None else self.next_at.isoformat(),
         }
@@ -594,10 +597,11 @@ def forecast(conn: Connection, max_age: timedelta, held: Iterable[str], now: dat
     others comes due."""
     cutoff = cutoff_of(max_age, now)
     busy = set(held)
-    due = [updated for _, sid, updated in stale_sessions(conn, cutoff) if sid not in busy]
+    stale = stale_sessions(conn, cutoff)
+    due = [updated for _, sid, updated in stale if sid not in busy]
     (newest,) = conn.execute(queries.NEXT_STALE, {"cutoff": cutoff}).fetchone()
     try:
         next_at = None if newest is None else stamp(newest) + max_age
     except OverflowError:
         next_at = None
-    return Forecast(max_age, len(due), due[0] if due else None, next_at)
+    return Forecast(max_age, len(due), due[0] if due else None, next_at, held=len(stale) - len(due))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -111,12 +112,17 @@ async def test_a_policy_set_by_the_command_line_is_applied_by_a_running_storage(
     held = old[0]
 
     with holder_process(tmp_path, database, UUID(held)):
+        await database.rows(f"UPDATE sessions SET updated_at = {OLD} WHERE session_id = ?", held)  # as old
         # Set once the holder is open: its own storage's next pass is RETENTION_EVERY away.
         assert "retention 30d" in cli(database, "retention", "set", "30d").stdout
         coming = json.loads(cli(database, "stats", "--json").stdout)["retention"]
         assert coming["max_age_seconds"] == 30 * 86400 and coming["due"] == 2
         assert coming["oldest_due"].startswith("2025-01-01")
         assert json.loads(cli(database, "retention", "show", "--json").stdout)["due"] == 2
+        assert coming["held"] == 1
+        shown = cli(database, "retention").stdout  # no action: show
+        assert "  1 session as old is kept: a live process holds it\n" in shown
+        assert re.search(r"the next comes due \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\n", shown), shown
 
         storage = database.storage()
         storage.retention_every = 0.1
