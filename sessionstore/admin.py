@@ -15,14 +15,30 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from .backend import Backend, command
 from .durable import DELETE_SESSION, fork_steps, run_steps
-from .errors import SessionHeldError, UsageError
-from .reads import RETENTION, CheckReport, Connection, iter_sessions, parent_of, resolve, resolve_all, retention_setting
+from .errors import SessionHeldError, SettingError
+from .reads import (
+    AGE_UNITS,
+    ANY_AGE,
+    RETENTION,
+    CheckReport,
+    Connection,
+    checked_age,
+    cutoff_of,
+    iter_sessions,
+    not_an_age,
+    parent_of,
+    resolve,
+    resolve_all,
+    retention_of,
+    retention_setting,
+)
 from .schema import queries
-from .schema.revisions import HEAD
+from .schema.revisions import USAGE_SINCE, reaches
 from .storage import SessionRecord, storable_text, utc_text
 
 __all__ = [
@@ -84,20 +100,22 @@ def delete_sessions(backend: Backend, prefixes: Sequence[str]) -> list[tuple[str
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_age(text: str) -> timedelta:
-    """``"30d"`` -> 30 days. Units: s, m (minutes), h, d, w."""
+def parse_age(text: str, shortest: timedelta = ANY_AGE) -> timedelta:
+    """``"30d"`` -> 30 days: a number (whole, or with decimals: ``1.5d``) and a unit, ``s``, ``m`` (minutes),
+    ``h``, ``d`` or ``w``, in either case, spaces around and between them allowed (``"12 H"``), and at least
+    ``shortest`` (:data:`~sessionstore.reads.SHORTEST_RETENTION` for a retention policy). Anything else is
+    :class:`~sessionstore.errors.UsageError`, with the one message every refused age gets, naming ``text`` as
+    written."""
     match = _AGE.match(text.lower())
     if match is None:
-        raise UsageError(f"not an age: {text!r} (use a number and a unit s, m, h, d or w, e.g. 30d)")
+        raise not_an_age(repr(text), shortest)
     try:
-        return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-    except OverflowError:
-        raise UsageError(
-            f"not an age: {text!r} is longer than any calendar (at most {timedelta.max.days:,}d)"
-        ) from None
+        age = timedelta(seconds=float(match.group(1)) * AGE_UNITS[match.group(2)])
+    except OverflowError:  # longer than any calendar
+        raise not_an_age(repr(text), shortest) from None
+    return checked_age(age, shortest, repr(text))
 
 
 def refuse_held(backend: Backend, conn: Connection, ids: Sequence[str], what: str) -> None:
@@ -138,16 +156,13 @@ def prune(
     is never starved. Subagents
     are not candidates of their own: each goes with its session (whose ``updated_at`` is what is judged).
     """
-    try:
-        cutoff = utc_text(datetime.now(UTC) - older_than)
-    except OverflowError:  # older than the calendar goes back: nothing is that old
-        cutoff = utc_text(datetime.min.replace(tzinfo=UTC))
+    cutoff = cutoff_of(checked_age(older_than, ANY_AGE), datetime.now(UTC))
     prunable = f"{backend.top_level} AND {_STALE}"
     if dry_run:
         with backend.reading() as conn:
-            current = backend.revision(conn) == HEAD
+            revision = backend.revision(conn)
             held = backend.live_holders(conn)
-            found = iter_sessions(conn, where=prunable, cutoff=cutoff, current=current)
+            found = iter_sessions(conn, where=prunable, cutoff=cutoff, revision=revision)
             return [r for r in found if r.session_id not in held]
     with backend.writable() as conn:
         held = backend.live_holders(conn)
@@ -197,5 +212,14 @@ def fork(backend: Backend, prefix: str, at: int | None = None) -> str:
 @command
 def check(backend: Backend, *, repair: bool = False) -> CheckReport:
     """``sessionstore check``: is the database whole, and does everything ``search`` and the views depend on work?
-    With ``repair``, puts back what a file is missing (see the backends' ``check``)."""
-    return backend.check(repair=repair)
+    With ``repair``, puts back what a file is missing (see the backends' ``check``). A setting edited by hand into
+    something unreadable is reported (``settings``), not mended: which policy to set is the user's choice."""
+    report = backend.check(repair=repair)
+    if not reaches(report.revision, USAGE_SINCE):  # no settings before revision 0010
+        return report
+    with backend.reading() as conn:
+        try:
+            retention_of(conn)
+        except SettingError as exc:
+            return replace(report, settings=[str(exc)])
+    return report

@@ -26,7 +26,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TextIO
@@ -36,7 +35,7 @@ from .backend import Backend, open_backend
 from .durable import RETENTION_EVERY
 from .errors import DatabaseNotFoundError, StorageError, UsageError
 from .events import Tokens
-from .reads import Forecast, SearchHit, StoredEvent, StoredSession, usage_json
+from .reads import SHORTEST_RETENTION, Forecast, SearchHit, StoredEvent, StoredSession, age_text, usage_json
 from .schema.revisions import upgrade_command
 from .storage import SessionRecord, shown_time
 
@@ -292,7 +291,7 @@ def _tokens_text(tokens: Tokens) -> str:
 
 def _forecast_text(coming: Forecast) -> list[str]:
     """What the retention policy removes next, in lines."""
-    age = _age_text(coming.max_age)
+    age = age_text(coming.max_age)
     lines = [f"retention {age}: sessions not updated for {age} that no live process holds are removed"]
     if coming.due:
         oldest = shown_time(coming.oldest_due, seconds=False) if coming.oldest_due else "?"
@@ -302,8 +301,11 @@ def _forecast_text(coming: Forecast) -> list[str]:
         )
     else:
         lines.append("  nothing is due now")
+    if coming.held:
+        noun = f"{coming.held} session{'s' * (coming.held != 1)} as old {'are' if coming.held != 1 else 'is'}"
+        lines.append(f"  {noun} kept: a live process holds {'them' if coming.held != 1 else 'it'}")
     if coming.next_at is not None:
-        lines.append(f"  the next comes due {shown_time(coming.next_at, seconds=False)}")
+        lines.append(f"  the next comes due {shown_time(coming.next_at)}")
     return lines
 
 
@@ -445,17 +447,19 @@ def _deleted_text_left(db: Backend) -> None:
 def cmd_prune(args: argparse.Namespace) -> int:
     from . import admin
 
+    older_than = admin.parse_age(args.older_than)
+    written = age_text(older_than)
     progress = Progress("pruning")
     try:
-        doomed = admin.prune(args.db, args.older_than, dry_run=not args.yes, progress=progress)
+        doomed = admin.prune(args.db, older_than, dry_run=not args.yes, progress=progress)
     finally:
         progress.finish()
     verb = "deleted" if args.yes else "would delete"
     noun = f"{len(doomed)} session{'s' * (len(doomed) != 1)}"
     if not doomed:
-        print(f"nothing to prune: no session older than {args.older_than_text} that no live process holds")
+        print(f"nothing to prune: no session older than {written} that no live process holds")
         return 0
-    print(f"{verb} {noun} not updated for {args.older_than_text}:")
+    print(f"{verb} {noun} not updated for {written}:")
     for s in doomed:
         when = shown_time(s.updated_at, seconds=False)
         print(f"  {s.session_id[:SHORT_ID]}  {when}  {s.events:>5} events  {s.title or ''}".rstrip())
@@ -545,7 +549,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
     from . import admin
 
     if args.action == "set":
-        admin.set_retention(args.db, args.age)
+        admin.set_retention(args.db, admin.parse_age(args.age, SHORTEST_RETENTION))
     elif args.action == "off":
         admin.set_retention(args.db, None)
     coming = records.retention(args.db)
@@ -580,6 +584,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"search index  {'ok' + trailing if not report.search_index else '; '.join(report.search_index)}")
     for leftover in report.leftovers:
         print(f"leftover      {leftover}")
+    for setting in report.settings:
+        print(f"setting       {setting}")
     if report.deleted_text_left:
         print(f"deleted text  {admin.LEFT_IN_LOG.format(db=args.db.name)}")
     if report.ok:
@@ -626,15 +632,6 @@ def cmd_db(args: argparse.Namespace) -> int:
 # -- argument parsing ---------------------------------------------------------------------------------
 
 
-def _age(text: str) -> timedelta:
-    from .admin import parse_age
-
-    try:
-        return parse_age(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -645,15 +642,28 @@ def _positive(text: str) -> int:
     return value
 
 
+AGE_HELP = "e.g. 30d, 12h, 1.5w (a number, decimals too, and a unit: s, m, h, d or w)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that an argument such as ``-3d`` is a value, as ``-3`` is, not an unknown option: a negative
+    age then gets the one message every refused age gets (:func:`~sessionstore.admin.parse_age`), not argparse's
+    "the following arguments are required". No option of this command begins with a digit."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\d")
+
+
 def build_parser() -> argparse.ArgumentParser:
     db_help = f"the database file, or a postgresql:// URL (default: $SESSIONSTORE_DB, else {platform_db_path()})"
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Inspect and operate a sessionstore database. Ids may be given as any unique prefix.",
     )
     parser.add_argument("--db", type=_database, metavar="PATH|URL", help=db_help)
     # --db is accepted after the command too (`sessionstore list --db x.db`), as people type it.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--db", type=_database, metavar="PATH|URL", default=argparse.SUPPRESS, help=db_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -685,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ids", nargs="+", metavar="ID", help="session ids or unique prefixes")
 
     p = command("prune", cmd_prune, "delete sessions not updated for a while that no live process holds")
-    p.add_argument("--older-than", required=True, type=_age, metavar="AGE", help="e.g. 30d, 12h, 2w (s, m, h, d, w)")
+    p.add_argument("--older-than", required=True, metavar="AGE", help=AGE_HELP)
     p.add_argument("--yes", action="store_true", help="delete (without it, only show what would go)")
 
     p = command("search", cmd_search, "full-text search over message text")
@@ -711,14 +721,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="JSON output")
 
     p = command("retention", cmd_retention, "the age past which storages remove unheld sessions on their own")
-    action = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    setting = action.add_parser("set", parents=[common], help="set it: e.g. 30d (s, m, h, d, w)")
-    setting.add_argument("age", type=_age, metavar="AGE")
+    action = p.add_subparsers(dest="action", metavar="ACTION")  # none: show
+    setting = action.add_parser("set", parents=[common], help="set it: " + AGE_HELP)
+    setting.add_argument("age", metavar="AGE")
     for name, what in (("show", "the policy and what it removes next"), ("off", "remove the policy")):
         action.add_parser(name, parents=[common], help=what)
     for parser_ in (p, *action.choices.values()):
         parser_.add_argument("--json", action="store_true", help="JSON output", default=argparse.SUPPRESS)
-    p.set_defaults(json=False)
+    p.set_defaults(json=False, action="show")
 
     p = command("check", cmd_check, "integrity, foreign keys, schema revision, views and the search index")
     p.add_argument("--repair", action="store_true", help="put back altered views and triggers, rebuild the index")
@@ -793,8 +803,6 @@ def _run(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     defaulted = args.db is None and not os.environ.get("SESSIONSTORE_DB")
     args.db = args.db or open_backend(default_db_path())
-    if args.command == "prune":
-        args.older_than_text = _age_text(args.older_than)
     stdout = sys.stdout
     sys.stdout = _Visible(stdout)
     try:
@@ -817,14 +825,6 @@ def _run(argv: Sequence[str] | None) -> int:
     finally:
         sys.stdout = stdout
     return code
-
-
-def _age_text(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0 and seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 if __name__ == "__main__":

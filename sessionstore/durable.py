@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Self, TypeVar
 
 from .codec import Codec, JsonCodec, describe_row
-from .errors import InvalidForkPositionError, NoSuchSessionError, StorageError
+from .errors import InvalidForkPositionError, NoSuchSessionError, SettingError, StorageError
 from .reads import RETENTION, cutoff_of, load_session, retention_of, retention_setting, session_page, stale_sessions
 from .schema import queries
 from .storage import (
@@ -237,6 +237,8 @@ class DurableStorage(Generic[Opened]):
         # The retention policy, applied in the background while the storage is open (see _retain).
         self.retention_every = RETENTION_EVERY
         self._retaining: asyncio.Task[None] | None = None
+        # The unreadable policy last logged: said once, not at every pass, until it changes.
+        self._bad_setting: str | None = None
         self._retire = asyncio.Event()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -367,6 +369,11 @@ class DurableStorage(Generic[Opened]):
     async def _retain_once(self) -> None:
         try:
             await self.apply_retention()
+            self._bad_setting = None
+        except SettingError as exc:  # edited by hand: no pass until a person sets it again
+            if str(exc) != self._bad_setting:
+                logger.warning("%s: no retention pass: %s", self, exc)
+            self._bad_setting = str(exc)
         except StorageError as exc:  # the database busy or gone for a while: the next pass tries again
             logger.info("%s: retention left for its next pass: %s", self, exc)
         except Exception:  # never the end of the task that runs the passes

@@ -141,6 +141,11 @@ class AccessDeniedError(StorageError):
     (row-level security: a role reads and writes only the sessions it made); nothing was written."""
 
 
+class SettingError(StorageError):
+    """A row of the database's ``settings`` table holds a value this version cannot read (edited by hand): the
+    message names the setting and the command that sets it again; nothing was changed."""
+
+
 class SchemaError(StorageError):
     """The file's schema revision does not match this version of sessionstore."""
 

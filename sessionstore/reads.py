@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from .errors import AmbiguousSessionIdError, NoSuchSessionError, UsageError
+from .errors import AmbiguousSessionIdError, NoSuchSessionError, SettingError, UsageError
 from .events import Tokens
 from .schema import queries
-from .schema.revisions import HEAD
+from .schema.revisions import FORKS_SINCE, HEAD, ROLES_SINCE, SUBAGENTS_SINCE, USAGE_SINCE, reaches
 from .storage import SessionPage, SessionRecord, check_limit, decode_cursor, page_of, stamp, utc_text
 
 __all__ = [
@@ -137,17 +137,20 @@ def total_usage(conn: Connection) -> Usage:
 class Forecast:
     """What the retention policy removes next (``stats``): sessions of their own not updated for ``max_age`` that
     no live process holds. ``due`` of them would go at the next pass (the oldest last updated ``oldest_due``);
-    ``next_at`` is when the next of the others comes due (None: there is none)."""
+    ``held``: as old, but kept because a live process holds them; ``next_at`` is when the next of the others comes
+    due (None: there is none)."""
 
     max_age: timedelta
     due: int
     oldest_due: datetime | None
     next_at: datetime | None
+    held: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "max_age_seconds": int(self.max_age.total_seconds()),
             "due": self.due,
+            "held": self.held,
             "oldest_due": None if self.oldest_due is None else self.oldest_due.isoformat(),
             "next_at": None if self.next_at is None else self.next_at.isoformat(),
         }
@@ -240,6 +243,8 @@ class CheckReport:
     problem: writers index in batches, and search reads those events directly).
     ``leftovers``: scratch files beside the file that a killed command left (:mod:`scratch`), one line each;
     they hold conversation text, so they are not ok, and ``check --repair`` (or the next import) removes them.
+    ``settings``: rows of the ``settings`` table that hold what this version cannot read (edited by hand), one line
+    each; not ok, and the line says how to set it again (``check --repair`` leaves the choice to you).
     ``deleted_text_left``: deleted text may still be in the file's pages and its
     write-ahead log, because another process held an older snapshot when it was
     deleted (:data:`LEFT_IN_LOG`; not damage: it goes once that process lets go).
@@ -255,6 +260,7 @@ class CheckReport:
     unindexed: int = 0
     leftovers: list[str] = field(default_factory=list)
     deleted_text_left: bool = False
+    settings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -265,6 +271,7 @@ class CheckReport:
             and not self.schema_objects
             and not self.search_index
             and not self.leftovers
+            and not self.settings
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -280,6 +287,7 @@ class CheckReport:
             "unindexed": self.unindexed,
             "leftovers": self.leftovers,
             "deleted_text_left": self.deleted_text_left,
+            "settings": self.settings,
         }
 
 
@@ -344,10 +352,26 @@ def _json_column(text: object, kind: type, name: str, unreadable: dict[str, str]
     return kind()
 
 
-def _overview(sql: str, current: bool) -> str:
-    """``sql``, a statement that begins with :data:`queries.OVERVIEW`, over the sessions of a file at an older
-    revision when not ``current``."""
-    return sql if current else queries.LEGACY_OVERVIEW + sql.removeprefix(queries.OVERVIEW)
+# Before 0012, session_overview had no fork columns: the same view with them NULL (nothing was shared), under its
+# own name, so that what follows OVERVIEW in a statement reads it as it is.
+_OVERVIEW_BEFORE_FORKS = queries.OVERVIEW.replace(
+    " FROM session_overview",
+    " FROM (SELECT session_overview.*, NULL AS forked_from_id, NULL AS forked_at, NULL AS branch_of_id"
+    " FROM session_overview) AS session_overview",
+)
+# A session's own rows, as EVENTS_OF gives them (before 0012 no session shared another's).
+_EVENTS_BEFORE_FORKS = queries.LEGACY_EVENTS_OF.replace(
+    "e.created_at FROM", "e.created_at, e.role, e.text, e.text_path FROM"
+)
+
+
+def _overview(sql: str, revision: str | None) -> str:
+    """``sql``, a statement that begins with :data:`queries.OVERVIEW`, over the sessions of a file at ``revision``
+    (before 0006, session_overview lacked columns OVERVIEW reads; before 0012, the fork columns)."""
+    if reaches(revision, FORKS_SINCE):
+        return sql
+    legacy = queries.LEGACY_OVERVIEW if not reaches(revision, SUBAGENTS_SINCE) else _OVERVIEW_BEFORE_FORKS
+    return legacy + sql.removeprefix(queries.OVERVIEW)
 
 
 def iter_sessions(
@@ -356,14 +380,16 @@ def iter_sessions(
     cwd: str | None = None,
     limit: int | None = None,
     where: str = "",
-    current: bool = True,
+    revision: str | None = HEAD,
     **params: Any,
 ) -> Iterator[SessionRecord]:
-    """Sessions most recently active first, one at a time (a listing of every session never holds them all)."""
+    """Sessions most recently active first, one at a time (a listing of every session never holds them all), of a
+    database at ``revision``."""
     sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
     bound = None if limit is None else min(limit, _SQL_INT_MAX)
-    for row in conn.execute(_overview(sql, current), {"cwd": cwd, "limit": bound, **params}):
-        yield with_usage(conn, record_of(row)) if current else record_of(row)
+    counted = reaches(revision, USAGE_SINCE)
+    for row in conn.execute(_overview(sql, revision), {"cwd": cwd, "limit": bound, **params}):
+        yield with_usage(conn, record_of(row)) if counted else record_of(row)
 
 
 def with_usage(conn: Connection, record: SessionRecord) -> SessionRecord:
@@ -403,9 +429,9 @@ def session_page(
     return page_of(rows, limit)
 
 
-def load_session(conn: Connection, sid: str, *, current: bool = True) -> SessionRecord | None:
+def load_session(conn: Connection, sid: str, *, revision: str | None = HEAD) -> SessionRecord | None:
     """The stored record of one session (its title only if one was set), or ``None``."""
-    sql = _overview(queries.OVERVIEW + " WHERE session_id = :sid", current)
+    sql = _overview(queries.OVERVIEW + " WHERE session_id = :sid", revision)
     rows = conn.execute(sql, {"sid": sid}).fetchall()
     if not rows:
         return None
@@ -473,13 +499,16 @@ def text_at(payload: str, path: str) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def events_of(conn: Connection, sid: str, *, sql: str, current: bool = True) -> list[StoredEvent]:
+def events_of(conn: Connection, sid: str, *, sql: str, revision: str | None = HEAD) -> list[StoredEvent]:
     """A session's events as stored, each with its role and text, in order (a fork's shared ones included;
-    ``sql``: the database's statement for it, its backend's ``events_of``)."""
-    if not current and "role" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(events)")}:
+    ``sql``: the database's statement for it, its backend's ``events_of``, for a database at :data:`HEAD`)."""
+    if not reaches(revision, ROLES_SINCE):
+        return _legacy_events(conn, sid)
+    if not reaches(revision, FORKS_SINCE):  # nothing shared before 0012: the session's own rows
+        sql = _EVENTS_BEFORE_FORKS
         return _legacy_events(conn, sid)
     tokens = {}
-    if current:  # a file before revision 0010 counted no tokens
+    if reaches(revision, USAGE_SINCE):  # a file before revision 0010 counted no tokens
         for position, *counts in conn.execute(queries.EVENT_TOKENS, {"sid": sid}):
             tokens[int(position)] = Tokens(*(int(n or 0) for n in counts))
     events = []
@@ -503,15 +532,17 @@ def _legacy_events(conn: Connection, sid: str) -> list[StoredEvent]:
     return events
 
 
-def stored_session(conn: Connection, sid: str, current: bool, seen: set[str], sql: str) -> StoredSession:
+def stored_session(conn: Connection, sid: str, revision: str | None, seen: set[str], sql: str) -> StoredSession:
     seen.add(sid)  # a loop of parents made by hand ends here
-    (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, current=current)
-    children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if current else []
-    subagents = [stored_session(conn, child, current, seen, sql) for child in children if child not in seen]
-    branched = [str(row[0]) for row in conn.execute(queries.BRANCHES, {"sid": sid})] if current else []
-    branches = [stored_session(conn, branch, current, seen, sql) for branch in branched if branch not in seen]
-    usage = session_usage(conn, sid, turns=True) if current else NO_USAGE
-    events = events_of(conn, sid, current=current, sql=sql)
+    (record,) = iter_sessions(conn, where="session_id = :sid", sid=sid, revision=revision)
+    linked = reaches(revision, SUBAGENTS_SINCE)
+    children = [str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})] if linked else []
+    subagents = [stored_session(conn, child, revision, seen, sql) for child in children if child not in seen]
+    forked = reaches(revision, FORKS_SINCE)
+    branched = [str(row[0]) for row in conn.execute(queries.BRANCHES, {"sid": sid})] if forked else []
+    branches = [stored_session(conn, branch, revision, seen, sql) for branch in branched if branch not in seen]
+    usage = session_usage(conn, sid, turns=True) if reaches(revision, USAGE_SINCE) else NO_USAGE
+    events = events_of(conn, sid, revision=revision, sql=sql)
     return StoredSession(record, events, subagents, usage, branches)
 
 
@@ -530,17 +561,63 @@ RETENTION = "retention"
 """The setting that holds the retention policy: the age, in whole seconds, past which a session is removed."""
 
 
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+"""The units an age is written in (``30d``): seconds, minutes, hours, days, weeks."""
+
+ANY_AGE = timedelta(0)
+"""The shortest age ``prune`` takes: ``--older-than 0s`` is every session no live process holds."""
+
+SHORTEST_RETENTION = timedelta(seconds=1)
+"""The shortest retention policy: one of 0 would remove every session no live process holds at every pass (what
+``retention set 0`` may have meant, ``retention off`` does)."""
+
+
+def age_text(age: timedelta) -> str:
+    """An age as a person writes it: ``30d``, ``36h``, ``90s`` (whole seconds, in the largest unit that divides it)."""
+    seconds = int(age.total_seconds())
+    sign, seconds = "-" * (seconds < 0), abs(seconds)
+    for unit, size in sorted(AGE_UNITS.items(), key=lambda item: -item[1]):
+        if seconds % size == 0 and seconds >= size:
+            return f"{sign}{seconds // size}{unit}"
+    return f"{sign}{seconds}s"
+
+
+def not_an_age(shown: str, shortest: timedelta) -> UsageError:
+    """The one message for every age refused (``shown``: as the user wrote it, or as :func:`age_text` writes it)."""
+    return UsageError(
+        f"not an age: {shown} (a number and a unit, s, m, h, d or w, such as 30d or 1.5h,"
+        f" from {age_text(shortest)} to {timedelta.max.days:,}d)"
+    )
+
+
+def checked_age(age: timedelta, shortest: timedelta, shown: str | None = None) -> timedelta:
+    """``age`` if it is at least ``shortest`` (:data:`ANY_AGE` for ``prune``, :data:`SHORTEST_RETENTION` for a
+    policy), else :func:`not_an_age`: the one rule, for the command line and the library alike."""
+    if age < shortest:
+        raise not_an_age(shown or age_text(age), shortest)
+    return age
+
+
 def retention_of(conn: Connection) -> timedelta | None:
-    """The database's retention policy (None: off, or a database before revision 0010)."""
+    """The database's retention policy (None: off, or a database before revision 0010); :class:`SettingError` for
+    a value edited by hand into something that is not one."""
     row = conn.execute(queries.SETTING, {"name": RETENTION}).fetchone()
-    return None if row is None else timedelta(seconds=int(row[0]))
+    if row is None:
+        return None
+    try:
+        return checked_age(timedelta(seconds=int(row[0])), SHORTEST_RETENTION)
+    except (TypeError, ValueError, OverflowError):
+        raise SettingError(
+            f"the setting {RETENTION!r} (the retention policy) holds {row[0]!r}, not a number of seconds from 1:"
+            " set it again with `sessionstore retention set 30d` (any age), or remove it with"
+            " `sessionstore retention off`"
+        ) from None
 
 
-def retention_setting(max_age: timedelta | None) -> dict[str, Any]:
-    """:data:`queries.PUT_SETTING`'s parameters for a policy (:class:`UsageError` for an age below a second)."""
-    if max_age is None or max_age.total_seconds() < 1:
-        raise UsageError(f"a retention age is at least 1s, got {max_age}")
-    return {"name": RETENTION, "value": str(int(max_age.total_seconds()))}
+def retention_setting(max_age: timedelta) -> dict[str, Any]:
+    """:data:`queries.PUT_SETTING`'s parameters for a policy (:func:`checked_age`: :class:`UsageError` for an age
+    below a second)."""
+    return {"name": RETENTION, "value": str(int(checked_age(max_age, SHORTEST_RETENTION).total_seconds()))}
 
 
 def cutoff_of(max_age: timedelta, now: datetime) -> str:
@@ -563,10 +640,11 @@ def forecast(conn: Connection, max_age: timedelta, held: Iterable[str], now: dat
     others comes due."""
     cutoff = cutoff_of(max_age, now)
     busy = set(held)
-    due = [updated for _, sid, updated in stale_sessions(conn, cutoff) if sid not in busy]
+    stale = stale_sessions(conn, cutoff)
+    due = [updated for _, sid, updated in stale if sid not in busy]
     (newest,) = conn.execute(queries.NEXT_STALE, {"cutoff": cutoff}).fetchone()
     try:
         next_at = None if newest is None else stamp(newest) + max_age
     except OverflowError:
         next_at = None
-    return Forecast(max_age, len(due), due[0] if due else None, next_at)
+    return Forecast(max_age, len(due), due[0] if due else None, next_at, held=len(stale) - len(due))

@@ -28,7 +28,7 @@ from .reads import (
     total_usage,
 )
 from .schema import queries
-from .schema.revisions import HEAD
+from .schema.revisions import FORKS_SINCE, USAGE_SINCE, reaches
 from .storage import SessionRecord, check_limit
 
 __all__ = [
@@ -62,8 +62,8 @@ def list_sessions(backend: Backend, *, cwd: str | None = None, limit: int | None
     subagents are shown with their session (:func:`read_session`), not listed beside it."""
     check_limit(limit)
     with backend.reading() as conn:
-        current = backend.revision(conn) == HEAD  # an older file is read too, with less in it
-        yield from iter_sessions(conn, cwd=cwd, limit=limit, where=backend.top_level, current=current)
+        revision = backend.revision(conn)  # an older file is read too, with less in it
+        yield from iter_sessions(conn, cwd=cwd, limit=limit, where=backend.top_level, revision=revision)
 
 
 @command
@@ -71,7 +71,7 @@ def read_session(backend: Backend, prefix: str) -> StoredSession:
     """``sessionstore show``: a session (by id or unique prefix), its events and its subagents', from one
     snapshot."""
     with backend.reading(snapshot=True) as conn:
-        return stored_session(conn, resolve(conn, prefix), backend.revision(conn) == HEAD, set(), backend.events_of)
+        return stored_session(conn, resolve(conn, prefix), backend.revision(conn), set(), backend.events_of)
 
 
 @command
@@ -81,7 +81,7 @@ def search(backend: Backend, text: str, *, raw: bool = False, limit: int = 20) -
     with backend.reading() as conn:
         hits = backend.search(conn, text, raw=raw, limit=min(limit, _SQL_INT_MAX))
         # A hit in an earlier branch (revision 0012) is reported as its live session's.
-        return branch_owners(conn, hits) if hits and backend.revision(conn) == HEAD else hits
+        return branch_owners(conn, hits) if hits and reaches(backend.revision(conn), FORKS_SINCE) else hits
 
 
 @command
@@ -90,7 +90,7 @@ def stats(backend: Backend) -> Stats:
     retention policy removes next."""
     counted = backend.stats()
     with backend.reading() as conn:
-        if backend.revision(conn) != HEAD:  # before revision 0010: no tokens, no policy
+        if not reaches(backend.revision(conn), USAGE_SINCE):  # no tokens, no policy
             return counted
         usage, max_age = total_usage(conn), retention_of(conn)
         coming = None if max_age is None else forecast(conn, max_age, backend.live_holders(conn), datetime.now(UTC))
@@ -102,7 +102,7 @@ def stats(backend: Backend) -> Stats:
 def retention(backend: Backend) -> Forecast | None:
     """``sessionstore retention show``: the policy and what it removes next (None: no policy)."""
     with backend.reading() as conn:
-        if backend.revision(conn) != HEAD:
+        if not reaches(backend.revision(conn), USAGE_SINCE):
             return None
         max_age = retention_of(conn)
         if max_age is None:

@@ -51,7 +51,7 @@ from .errors import EventEncodeError, ImportConflictError, ImportFileError, Stor
 from .events import Tokens
 from .reads import Connection, events_of, load_session, resolve_all
 from .schema import queries
-from .schema.revisions import HEAD
+from .schema.revisions import FORKS_SINCE, SUBAGENTS_SINCE, reaches
 from .storage import SessionRecord, record_row, storable_text, utc_text
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportSummary", "Progress", "export_sessions", "import_sessions"]
@@ -76,7 +76,7 @@ class ImportSummary:
 # -- export -----------------------------------------------------------------------------------------
 
 
-def _with_subagents(conn: Connection, ids: Sequence[str], current: bool) -> list[str]:
+def _with_subagents(conn: Connection, ids: Sequence[str], revision: str | None) -> list[str]:
     """The sessions named and all their subagents, each after the session it was opened from (so an import,
     which reads in order, finds every parent before its subagents); otherwise in the order named."""
     found: list[str] = []
@@ -88,10 +88,11 @@ def _with_subagents(conn: Connection, ids: Sequence[str], current: bool) -> list
             continue
         seen.add(sid)
         found.append(sid)
-        if current:
+        if reaches(revision, FORKS_SINCE):
             pending += reversed([str(row[0]) for row in conn.execute(queries.BRANCHES, {"sid": sid})])
+        if reaches(revision, SUBAGENTS_SINCE):
             pending += reversed([str(row[0]) for row in conn.execute(queries.SUBAGENTS, {"sid": sid})])
-    parents = {sid: _parent_of(conn, sid, current) for sid in found}
+    parents = {sid: _parent_of(conn, sid, revision) for sid in found}
     children: dict[str | None, list[str]] = {}
     for sid in found:
         children.setdefault(parents[sid] if parents[sid] in seen else None, []).append(sid)
@@ -104,13 +105,13 @@ def _with_subagents(conn: Connection, ids: Sequence[str], current: bool) -> list
     return ordered
 
 
-def _parent_of(conn: Connection, sid: str, current: bool) -> str | None:
-    record = load_session(conn, sid, current=current)
+def _parent_of(conn: Connection, sid: str, revision: str | None) -> str | None:
+    record = load_session(conn, sid, revision=revision)
     return None if record is None else record.parent_id
 
 
 def _export_lines(
-    conn: Connection, ids: Sequence[str] | None, current: bool, progress: Progress | None, events_sql: str
+    conn: Connection, ids: Sequence[str] | None, revision: str | None, progress: Progress | None, events_sql: str
 ) -> Iterator[str]:
     def dump(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -121,7 +122,7 @@ def _export_lines(
         ids = [str(r[0]) for r in conn.execute(queries.SESSION_IDS)]
     yield dump({"format": EXPORT_FORMAT, "version": EXPORT_VERSION})
     for done, sid in enumerate(ids, 1):
-        record = load_session(conn, sid, current=current)
+        record = load_session(conn, sid, revision=revision)
         assert record is not None  # read inside the snapshot the ids came from
         yield dump(
             {
@@ -139,7 +140,7 @@ def _export_lines(
                 **({} if record.branch_of is None else {"branch_of": record.branch_of}),
             }
         )
-        for event in events_of(conn, sid, current=current, sql=events_sql):
+        for event in events_of(conn, sid, revision=revision, sql=events_sql):
             yield dump(
                 {
                     "kind": "event",
@@ -178,12 +179,12 @@ def export_sessions(
     named = Path(out).expanduser() if isinstance(out, (str, os.PathLike)) else None
     target = _destination(named, backend) if named is not None else None
     with backend.reading(snapshot=True) as conn:
-        current = backend.revision(conn) == HEAD
+        revision = backend.revision(conn)
         ids = resolve_all(conn, prefixes) if prefixes is not None else None
         if ids is not None:
-            ids = _with_subagents(conn, ids, current)
+            ids = _with_subagents(conn, ids, revision)
         count = len(ids) if ids is not None else int(conn.execute(queries.SESSION_COUNT).fetchone()[0])
-        lines = _export_lines(conn, ids, current, progress, backend.events_of)
+        lines = _export_lines(conn, ids, revision, progress, backend.events_of)
         if named is not None and target is not None:
             _write(named, target, lines)
         elif not isinstance(out, (str, os.PathLike)):

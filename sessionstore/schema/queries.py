@@ -557,12 +557,14 @@ SESSION_USAGE = (
     "sessions WHERE sessions.session_id = :sid)"
 )
 
-# Every session's tokens (stats).
+# The database's tokens (stats), each counted once: the sessions of their own alone, since AG2 reports what a subagent
+# spent in the subagent's session and again in its parent's (a subtask rollup).
 TOTAL_USAGE = (
     "SELECT count(events.input_tokens) AS count_1, coalesce(sum(events.input_tokens), 0) AS coalesce_1, "
     "coalesce(sum(events.output_tokens), 0) AS coalesce_2, coalesce(sum(events.cache_read_tokens), 0) AS coalesce_3, "
     "coalesce(sum(events.cache_write_tokens), 0) AS coalesce_4, coalesce(sum(events.reasoning_tokens), 0) AS "
-    "coalesce_5 FROM events WHERE events.input_tokens IS NOT NULL"
+    "coalesce_5 FROM events WHERE events.input_tokens IS NOT NULL AND events.session IN (SELECT sessions.id FROM "
+    "sessions WHERE sessions.parent IS NULL)"
 )
 
 # A session's tokens turn by turn, turns numbered as the usage view numbers them (a turn begins at a user message; 0 is

@@ -22,14 +22,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HEAD",
+    "FORKS_SINCE",
+    "HOLDS_SINCE",
     "OBJECTS_AT_HEAD",
     "OBJECTS_AT_HEAD_POSTGRESQL",
+    "ROLES_SINCE",
+    "SUBAGENTS_SINCE",
+    "USAGE_SINCE",
     "Direction",
     "behind",
     "check_direction",
     "head",
     "history",
     "judge_revision",
+    "reaches",
     "not_upgraded",
     "objects_at_head",
     "refuse_unknown",
@@ -43,6 +49,21 @@ __all__ = [
 HEAD = "0012"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
+
+
+# What a read of an older database may ask for, by the revision that made it: a read asks whether the database
+# reaches that revision (``reaches``), never whether it is at HEAD, so a file from an earlier release is read with
+# everything it has (cli.md: reading works on older files too).
+ROLES_SINCE = "0003"  # events.role, text and text_path
+SUBAGENTS_SINCE = "0006"  # sessions.parent, and session_overview with every column it lists (derived titles)
+HOLDS_SINCE = "0007"  # sessions.held_by
+USAGE_SINCE = "0010"  # the events' token columns, the settings table (the retention policy)
+FORKS_SINCE = "0012"  # sessions.forked_from, forked_at and branch_of, and session_overview's columns for them
+
+
+def reaches(revision: str | None, since: str) -> bool:
+    """Whether a database at ``revision`` has what revision ``since`` made (ids are four digits, in order)."""
+    return revision is not None and revision >= since
 
 
 def upgrade_command(where: object) -> str:

@@ -1095,7 +1095,12 @@ STATEMENTS: list[Statement | Alias | Section] = [
             t.events.c.session == select(t.sessions.c.id).where(_sid(t.sessions)).scalar_subquery()
         ),
     ),
-    Statement("TOTAL_USAGE", "Every session's tokens (stats).", lambda t: _usage(t)),
+    Statement(
+        "TOTAL_USAGE",
+        "The database's tokens (stats), each counted once: the sessions of their own alone, since AG2 reports what a"
+        " subagent spent in the subagent's session and again in its parent's (a subtask rollup).",
+        lambda t: _usage(t).where(t.events.c.session.in_(select(t.sessions.c.id).where(t.sessions.c.parent.is_(None)))),
+    ),
     Statement(
         "TURN_USAGE",
         "A session's tokens turn by turn, turns numbered as the usage view numbers them (a turn begins at a user"

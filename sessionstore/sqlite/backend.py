@@ -24,7 +24,7 @@ from ..batches import BATCH_SECONDS, in_batches
 from ..errors import DatabaseNotFoundError, ImportConflictError, from_sqlite
 from ..reads import CheckReport, Connection, SearchHit, Stats
 from ..schema import queries
-from ..schema.revisions import HEAD, Direction, behind, objects_at_head
+from ..schema.revisions import HEAD, HOLDS_SINCE, Direction, behind, objects_at_head, reaches
 from ..storage import BUSY_TIMEOUT
 from . import migrate, search
 from .connect import check_private, connect, deleted_mark, mark_deleted, read_revision, scrub_log, transaction
@@ -123,7 +123,7 @@ class SQLiteBackend:
         """A mark in ``sessions.held_by`` alone says nothing (its process may have ended without letting go, a
         ``kill -9``): the hold's lock byte on the file (:mod:`sessionstore.sqlite.holds`), which dies with its
         holder, is asked for each marked session. A file from before revision 0007 has no holds."""
-        if self.revision(conn) != HEAD:
+        if not reaches(self.revision(conn), HOLDS_SINCE):
             return {}
         marked = conn.execute(queries.MARKED_HOLDERS).fetchall()
         if not marked:

@@ -104,7 +104,8 @@ def test_user_mistakes_print_one_line_exit_1_and_change_nothing(sessionstore: Ru
     assert text.read_text() == "these are my notes, not a database\n" * 200
 
     usage = sessionstore("--db", db, "prune", "--older-than", "soon")
-    assert usage.returncode == 2 and "not an age" in usage.stderr
+    assert usage.returncode == 1 and usage.stderr.startswith("sessionstore: error: not an age: 'soon' (")
+    assert len(usage.stderr.splitlines()) == 1
 
 
 def test_export_import_round_trip_is_lossless_and_idempotent(sessionstore: Run, tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from _clitools import Spec, conversation, fingerprint, write_db, write_db_async
 
 from sessionstore import ModelMessage, SQLiteStorage, UnknownEvent, UserMessage, admin, reads, records, transfer
 from sessionstore.backend import open_backend
-from sessionstore.errors import ImportFileError, NoSuchSessionError
+from sessionstore.errors import ImportFileError, NoSuchSessionError, UsageError
+from sessionstore.reads import SHORTEST_RETENTION
 from sessionstore.sqlite.search import fts_query
 from sessionstore.storage import derive_title
 
@@ -174,9 +175,13 @@ def test_small_helpers() -> None:
     assert admin.parse_age("30d") == timedelta(days=30)
     assert admin.parse_age("1.5h") == timedelta(minutes=90)
     assert admin.parse_age(" 2W ") == timedelta(weeks=2)
-    for bad in ("30", "d", "-1d", "3 days", ""):
-        with pytest.raises(ValueError, match="not an age"):
+    assert admin.parse_age("12 H") == timedelta(hours=12)
+    assert admin.parse_age("0s") == timedelta(0)  # prune's: every session no live process holds
+    for bad in ("30", "d", "-1d", "3 days", "", "1e3d", "99999999999d"):
+        with pytest.raises(UsageError, match=f"^not an age: {re.escape(repr(bad))} \\(a number and a unit"):
             admin.parse_age(bad)
+    with pytest.raises(UsageError, match=r"^not an age: '0d' \(.* from 1s to "):
+        admin.parse_age("0d", SHORTEST_RETENTION)
     assert fts_query('build-red? "quoted" x:y') == '"build" "red" "quoted" "x" "y"'
     assert fts_query("?!") == ""
     assert derive_title("  two\nlines  ") == "two lines"

@@ -10,16 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
+import pytest
 from _support import CHILD_TIMEOUT
 from databases import Database
 from test_held_sessions import cli, holder_process
 
-from sessionstore import EventContext, ModelMessage, Tokens, TokenUsage, UserMessage, records
+from sessionstore import (
+    EventContext,
+    ModelMessage,
+    Tokens,
+    TokenUsage,
+    UserMessage,
+    admin,
+    in_session,
+    records,
+)
+from sessionstore.errors import UsageError
 
 OLD = "'2025-01-01 00:00:00'"  # a literal either database reads as a time
 
@@ -71,6 +83,24 @@ async def test_usage_is_summed_in_sql_per_session_and_turn(database: Database) -
     assert json.loads(cli(database, "stats", "--json").stdout)["usage"]["cache_write"] == 7
 
 
+async def test_the_total_counts_a_subagents_tokens_once(database: Database) -> None:
+    """AG2 records a subagent's spend in the subagent's session and again in its parent's (a ``subtask`` rollup):
+    ``stats`` counts the sessions of their own alone, so its total is what ``list`` shows, each token once."""
+    parent, child = uuid4(), uuid4()
+    async with database.storage() as storage:
+        with in_session(parent):
+            await storage.save_event(UserMessage("delegate it"), EventContext.for_stream(parent))
+            await storage.save_event(TokenUsage(input_tokens=90, output_tokens=10), EventContext.for_stream(child))
+            rollup = TokenUsage(input_tokens=90, output_tokens=10, model="subtask")  # the subagent's, again
+            await storage.save_event(rollup, EventContext.for_stream(parent))
+            await storage.save_event(TokenUsage(input_tokens=1000, output_tokens=35), EventContext.for_stream(parent))
+    (listed,) = await asyncio.to_thread(lambda: list(records.list_sessions(database.where)))
+    assert listed.session_id == parent.hex and listed.usage == Tokens(input=1090, output=45)
+    stats = await asyncio.to_thread(records.stats, database.where)
+    assert stats.usage.tokens == Tokens(input=1090, output=45) and stats.usage.events == 2
+    assert json.loads(cli(database, "stats", "--json").stdout)["usage"]["total"] == 1135
+
+
 async def test_a_policy_set_by_the_command_line_is_applied_by_a_running_storage(
     database: Database, tmp_path: Path
 ) -> None:
@@ -82,12 +112,17 @@ async def test_a_policy_set_by_the_command_line_is_applied_by_a_running_storage(
     held = old[0]
 
     with holder_process(tmp_path, database, UUID(held)):
+        await database.rows(f"UPDATE sessions SET updated_at = {OLD} WHERE session_id = ?", held)  # as old
         # Set once the holder is open: its own storage's next pass is RETENTION_EVERY away.
         assert "retention 30d" in cli(database, "retention", "set", "30d").stdout
         coming = json.loads(cli(database, "stats", "--json").stdout)["retention"]
         assert coming["max_age_seconds"] == 30 * 86400 and coming["due"] == 2
         assert coming["oldest_due"].startswith("2025-01-01")
         assert json.loads(cli(database, "retention", "show", "--json").stdout)["due"] == 2
+        assert coming["held"] == 1
+        shown = cli(database, "retention").stdout  # no action: show
+        assert "  1 session as old is kept: a live process holds it\n" in shown
+        assert re.search(r"the next comes due \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\n", shown), shown
 
         storage = database.storage()
         storage.retention_every = 0.1
@@ -172,3 +207,76 @@ async def test_retention_gives_forks_their_rows_and_leaves_earlier_branches_to_t
     )
     assert fork_listed.usage == Tokens(input=431, output=66, cache_read=80, cache_write=7, reasoning=3)
     assert (await asyncio.to_thread(records.stats, database.where)).sessions == 2
+
+
+async def test_every_age_refused_gets_one_line_and_changes_nothing(database: Database) -> None:
+    """One rule and one message for an age, from the command line (``-3d`` included, which argparse would take for
+    an option) and from the library, naming the age as it was written; nothing is changed. ``None`` is off."""
+    async with database.storage() as storage:
+        await storage.save_event(UserMessage("kept"), EventContext.for_stream(uuid4()))
+    assert cli(database, "retention", "set", "1.5D").stdout.startswith("retention 36h:")
+    policy = [("retention", str(36 * 3600))]
+    for *command, age in (
+        ("retention", "set", "-3d"),
+        ("retention", "set", "0"),
+        ("retention", "set", "0d"),
+        ("retention", "set", "0.5s"),
+        ("prune", "--older-than", "-3d"),
+        ("prune", "--older-than", "soon"),
+    ):
+        done = cli(database, *command, age)
+        shortest = "0s" if command[0] == "prune" else "1s"
+        assert (done.returncode, done.stdout) == (1, ""), done
+        assert done.stderr == (
+            f"sessionstore: error: not an age: {age!r} (a number and a unit, s, m, h, d or w, such as 30d or 1.5h,"
+            f" from {shortest} to 999,999,999d)\n"
+        )
+        assert [tuple(row) for row in await database.rows("SELECT name, value FROM settings")] == policy
+        assert len(await database.rows("SELECT 1 FROM sessions")) == 1
+    async with database.storage() as storage:
+        with pytest.raises(UsageError, match=r"^not an age: -5s \(a number and a unit, .* from 1s to "):
+            await storage.set_retention(timedelta(seconds=-5))
+        assert await storage.retention() == timedelta(hours=36)
+        await storage.set_retention(None)
+        assert await storage.retention() is None
+    with pytest.raises(UsageError, match=r"^not an age: -3d \("):
+        await asyncio.to_thread(admin.prune, database.where, timedelta(days=-3))
+
+
+async def test_a_setting_edited_by_hand_is_named_in_one_line_and_the_storage_carries_on(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``UPDATE settings SET value = 'abc'``: ``stats`` and ``retention show`` end in one line naming the setting
+    and how to set it again (no traceback), ``check`` says not ok, and an open storage logs one line per value and
+    goes on working; ``retention off`` mends it."""
+    async with database.storage() as storage:
+        await storage.save_event(UserMessage("old"), EventContext.for_stream(uuid4()))
+    await database.rows(f"UPDATE sessions SET updated_at = {OLD}")
+    assert cli(database, "retention", "set", "30d").returncode == 0
+    await database.rows("UPDATE settings SET value = 'abc' WHERE name = 'retention'")
+    said = (
+        "sessionstore: error: the setting 'retention' (the retention policy) holds 'abc', not a number of seconds"
+        " from 1: set it again with `sessionstore retention set 30d` (any age), or remove it with"
+        " `sessionstore retention off`\n"
+    )
+    for command in (["stats"], ["stats", "--json"], ["retention", "show"], ["retention"]):
+        done = cli(database, *command)
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", said), done
+    checked = cli(database, "check")
+    assert checked.returncode == 1 and f"setting       {said.removeprefix('sessionstore: error: ')}" in checked.stdout
+    report = json.loads(cli(database, "check", "--json").stdout)
+    assert report["ok"] is False and report["settings"] == [said.removeprefix("sessionstore: error: ").strip()]
+
+    storage = database.storage()
+    storage.retention_every = 0.05
+    with caplog.at_level("INFO", logger="sessionstore.durable"):
+        async with storage:
+            await asyncio.sleep(0.5)  # several passes
+            await storage.save_event(UserMessage("still writes"), EventContext.for_stream(uuid4()))
+    told = [r for r in caplog.records if "no retention pass" in r.getMessage()]
+    assert len(told) == 1 and told[0].exc_info is None and told[0].levelname == "WARNING"
+    assert "'abc'" in told[0].getMessage() and not [r for r in caplog.records if r.exc_info]
+    assert len(await database.rows("SELECT 1 FROM sessions")) == 2  # nothing removed by a policy it cannot read
+
+    assert cli(database, "retention", "off").stdout == "retention off\n"
+    assert cli(database, "stats").returncode == 0 and cli(database, "check").returncode == 0
