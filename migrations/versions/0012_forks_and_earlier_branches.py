@@ -14,9 +14,7 @@ for every session already there (nothing shared, nothing kept):
 * ``forked_from`` and ``forked_at``: a fork reads ``forked_from``'s history below position ``forked_at`` as its
   own first events, and stores its own rows from ``forked_at`` on. A history is then a short chain of segments,
   read in one statement over the (session, position) index. A storage gives a fork the shared rows before their
-  owner is deleted; a delete that would leave one without them (a fork it cannot see: another role's, under
-  PostgreSQL's row-level security) fails on the foreign key (no ``ON DELETE`` action: checked at the end of the
-  statement, so an earlier branch deleted with its session is no obstacle) and changes nothing;
+  owner is deleted (``ON DELETE SET NULL`` only clears the pointer of an earlier branch deleted with it);
 * ``branch_of``: the live session an earlier branch belongs to (the rows a rewrite replaced, moved there rather
   than deleted), hidden from every listing and deleted with it (``ON DELETE CASCADE``);
 * a partial index on each (the few rows that have one): a session's forks and branches are found when it is
@@ -52,7 +50,7 @@ depends_on: str | Sequence[str] | None = None
 # SQLite adds a foreign key only with its column, written inline; the models' constraints, named alike.
 FORKED_FROM = (
     "ALTER TABLE sessions ADD COLUMN forked_from INTEGER CONSTRAINT fk_sessions_forked_from_sessions"
-    " REFERENCES sessions (id)"
+    " REFERENCES sessions (id) ON DELETE SET NULL"
 )
 BRANCH_OF = (
     "ALTER TABLE sessions ADD COLUMN branch_of INTEGER CONSTRAINT fk_sessions_branch_of_sessions"

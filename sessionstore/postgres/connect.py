@@ -310,11 +310,6 @@ _STATES: dict[str, tuple[type[StorageError], str]] = {
     "25006": (DatabaseReadOnlyError, "is read-only here (a standby, or a read-only transaction)"),
     "3D000": (DatabaseNotFoundError, "does not exist"),
     "28": (StorageError, "refused the login (user or password)"),
-    # A session whose delete would cut short a fork of it this role cannot see (another role's): the fork keeps it.
-    "23503": (
-        AccessDeniedError,
-        "refused the delete: a fork of it that another role made shares its events; nothing was deleted",
-    ),
     "42501": (AccessDeniedError, "refused this role (a privilege it lacks, or a session another role owns)"),
     "22021": (EventEncodeError, "cannot store text holding a NUL character or bytes that are not UTF-8"),
     "22P05": (EventEncodeError, "cannot store text holding a NUL character or bytes that are not UTF-8"),

@@ -133,10 +133,9 @@ class Session(Base):
     held_by: Mapped[str | None] = mapped_column(Text)
     # A fork (revision 0012) reads the events of ``forked_from`` below position ``forked_at`` as its own first
     # ``forked_at`` events, and stores its own from ``forked_at`` on: a shared prefix, never copied. Both NULL for a
-    # session that shares nothing. A storage gives a fork its shared rows before their owner goes; a delete that
-    # would leave a fork without them (one it cannot see: another role's, under row-level security) is refused
-    # (no ON DELETE action), never a fork silently cut short.
-    forked_from: Mapped[int | None] = mapped_column(ForeignKey("sessions.id"))
+    # session that shares nothing. A storage gives a fork its shared rows before their owner goes (SET NULL: an
+    # earlier branch's pointer at the session it is deleted with).
+    forked_from: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="SET NULL"))
     forked_at: Mapped[int | None]
     # An earlier branch (revision 0012): the events a rewrite (set_history, AG2's compaction) replaced, kept as a
     # hidden session of the live one's, listed nowhere and deleted with it.
