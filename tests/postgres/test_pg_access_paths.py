@@ -62,6 +62,7 @@ WHOLE_DATABASE = {
 FRAGMENTS = {
     "queries.OVERVIEW": "the base of list_sessions and of a load by session_id (each checked as composed)",
     "queries.LEGACY_OVERVIEW": "the same for a file from before revision 0006 (SQLite's alone)",
+    "reads._OVERVIEW_BEFORE_FORKS": "the same for a file at 0006-0011 (SQLite's alone: PostgreSQL reads only its head)",
 }
 
 

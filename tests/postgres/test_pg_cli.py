@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import subprocess
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -280,7 +281,12 @@ def test_a_listing_is_handed_over_as_it_is_read_and_its_connection_closes_when_d
     listing = records.list_sessions(pg_url)
     first = next(listing)
     assert first.session_id == hashlib.md5(b"1").hexdigest()  # the most recently updated
-    assert sql(pg_url, open_listings) == 1  # the rest is still on the server, not gathered here
+    # The rest is still on the server, not gathered here: once the reader has filled its bounded queue (each row's
+    # usage read meanwhile), the listing's transaction waits, open.
+    deadline = time.monotonic() + 30
+    while sql(pg_url, open_listings) != 1:
+        assert time.monotonic() < deadline, "the listing's transaction never waited open with rows left to read"
+        time.sleep(0.05)
     assert sum(1 for _ in listing) == count - 1
     assert sql(pg_url, open_listings) == 0
 
