@@ -153,8 +153,8 @@ def prune(
     A session a live process holds (a registry has it live) is never pruned, however old; one that no process holds
     is, whether a registry let it go (released) or it was written without one, or its process ended. Whole sessions
     go in the backend's batches (:meth:`~sessionstore.backend.Backend.in_batches`), so an agent writing meanwhile
-    is never starved. Subagents
-    are not candidates of their own: each goes with its session (whose ``updated_at`` is what is judged).
+    is never starved. Subagents and earlier branches are not candidates of their own: each goes with its session
+    (whose ``updated_at`` is what is judged).
     """
     cutoff = cutoff_of(checked_age(older_than, ANY_AGE), datetime.now(UTC))
     prunable = f"{backend.top_level} AND {_STALE}"

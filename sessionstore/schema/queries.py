@@ -588,9 +588,9 @@ PUT_SETTING = (
 
 DROP_SETTING = "DELETE FROM settings WHERE settings.name = :name"
 
-# What retention and prune remove: sessions of their own (a subagent or an earlier branch goes with its session, never
-# alone) not updated since ``:cutoff``, oldest first, with their row ids (a storage asks their holds' locks); the caller
-# leaves out those a live process holds.
+# What retention removes (prune judges by the same rule over the listing's records, admin.prune): sessions of their own
+# (a subagent or an earlier branch goes with its session, never alone) not updated since ``:cutoff``, oldest first, with
+# their row ids (a storage asks their holds' locks); the caller leaves out those a live process holds.
 STALE_SESSIONS = (
     "SELECT sessions.id, sessions.session_id, sessions.updated_at FROM sessions WHERE sessions.parent IS NULL AND "
     "sessions.branch_of IS NULL AND sessions.updated_at < :cutoff ORDER BY sessions.updated_at, sessions.id LIMIT "

@@ -1123,8 +1123,8 @@ STATEMENTS: list[Statement | Alias | Section] = [
     Statement("DROP_SETTING", "", lambda t: delete(t.settings).where(t.settings.c.name == bindparam("name"))),
     Statement(
         "STALE_SESSIONS",
-        "What retention and prune remove: sessions of their own (a subagent or an earlier branch goes with its"
-        " session, never alone) not updated"
+        "What retention removes (prune judges by the same rule over the listing's records, admin.prune): sessions"
+        " of their own (a subagent or an earlier branch goes with its session, never alone) not updated"
         " since ``:cutoff``, oldest first, with their row ids (a storage asks their holds' locks); the caller leaves"
         " out those a live process holds.",
         lambda t: (
