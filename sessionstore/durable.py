@@ -68,7 +68,7 @@ DELETE_SESSION = (queries.GIVE_SHARED_ROWS, queries.DETACH_HEIRS, queries.DELETE
 """Deleting a session (``:sid``), in one transaction: its forks elsewhere (and those of its subagents and earlier
 branches) first get the rows they share copied into their own, so each stays whole; then it goes with its
 subagents and earlier branches (``ON DELETE CASCADE``). Every delete runs these: ``drop_history``, ``delete``,
-``prune``."""
+``prune`` and the retention passes."""
 
 
 def fork_steps(sid: str, at: int | None, now: object, new_sid: str) -> Steps[None]:
