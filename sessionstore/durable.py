@@ -437,5 +437,9 @@ class DurableStorage(Generic[Opened]):
         """Sessions of their own (not subagents) newest first by creation (then id), ``limit`` at a time, after
         ``cursor`` (see :func:`~sessionstore.reads.session_page`)."""
         check_limit(limit)
+        if cwd is not None:
+            # A cwd no row can hold (text UTF-8 cannot encode) is refused as writing it is, not with the driver's
+            # UnicodeEncodeError from inside the read.
+            storable_text(cwd, "cwd")
         top = self._top_level
         return await self._read(lambda conn: session_page(conn, cwd=cwd, cursor=cursor, limit=limit, top_level=top))

@@ -377,16 +377,23 @@ class SessionStore:
             if self._holding is not None:
                 # First: another process that has the session live keeps it (SessionHeldError names it).
                 await self._holding.hold(stream_id)
-            stored = await self._catalog.load_session(stream_id) if self._catalog is not None else None
-            if stored is not None:
-                for key in _CONTEXT_KEYS:
-                    context.setdefault(key, getattr(stored, key))
-            session = self._build(stream_id, now, context)
-            if self._catalog is not None:
-                record = session.record()
+            try:
+                stored = await self._catalog.load_session(stream_id) if self._catalog is not None else None
                 if stored is not None:
-                    record = replace(record, created_at=stored.created_at)
-                await self._catalog.save_session(record)
+                    for key in _CONTEXT_KEYS:
+                        context.setdefault(key, getattr(stored, key))
+                session = self._build(stream_id, now, context)
+                if self._catalog is not None:
+                    record = session.record()
+                    if stored is not None:
+                        record = replace(record, created_at=stored.created_at)
+                    await self._catalog.save_session(record)
+            except BaseException:
+                # Not adopted (a context the row cannot store, say): a hold kept now would refuse the session to
+                # every other process until this one ends, with nobody here having it live.
+                if self._holding is not None:
+                    await self._holding.let_go(stream_id)
+                raise
             self._sessions[session.session_id] = session
             return session, True
 

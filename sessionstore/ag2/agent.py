@@ -63,11 +63,11 @@ from ag2.history import unanswered_tool_calls
 from pydantic import BaseModel
 
 from ..durable import DurableStorage
-from ..errors import InvalidCursorError, NoSuchSessionError, SessionHeldError
+from ..errors import EventEncodeError, InvalidCursorError, NoSuchSessionError, SessionHeldError
 from ..reads import usage_json
 from ..registry import storage_catalog
 from ..sqlite import SQLiteStorage
-from ..storage import EventContext, Holding, SessionCatalog, SessionRecord, Storage, in_session
+from ..storage import EventContext, Holding, SessionCatalog, SessionRecord, Storage, in_session, record_row
 from .codec import AG2Codec
 from .failures import describe_failure, known_secrets
 
@@ -122,6 +122,23 @@ def _record(session: AgentSession, *, stored: SessionRecord | None = None) -> Se
         created_at=stored.created_at if stored is not None else now,
         updated_at=stored.updated_at if stored is not None else now,
         released=False,
+    )
+
+
+def _storable_context(
+    cwd: str, additional_directories: list[str] | None, mcp_servers: list[Any] | None, meta: dict[str, Any]
+) -> None:
+    """:class:`~sessionstore.EventEncodeError` for a load's, resume's or fork's context the row cannot hold (text
+    UTF-8 cannot encode, NaN), by the one rule for a row, before anything is written or held: a fork made, a hold
+    taken or a live session's context changed for a request then refused would outlive the refusal."""
+    record_row(
+        SessionRecord(
+            session_id="0" * 32,  # any valid id: only the context is asked about
+            cwd=cwd,
+            additional_directories=list(additional_directories or []),
+            mcp_servers=_json_servers(list(mcp_servers or [])),
+            meta=meta,
+        )
     )
 
 
@@ -280,6 +297,8 @@ class _DurableSessions(SessionStore):
             await self._catalog.save_session(_record(session, stored=stored))
         except BaseException:
             await super().forget(session.session_id)
+            if self._holding is not None:  # not adopted: kept held, it would be refused to every other process
+                await self._holding.let_go(stream_id)
             raise
         self._found[session.session_id] = stored
         return session, adopted
@@ -411,6 +430,7 @@ class _DurableScope(_ConnectionScope):
         """AG2's load (replay, repair), for any stored session; the row follows the request's context."""
         self._require_session_scope()
         stream_id = self._parse_session_id(session_id)
+        _storable_context(cwd, additional_directories, mcp_servers, dict(kwargs))
         try:
             await super().load_session(cwd, stream_id.hex, mcp_servers, additional_directories, **kwargs)
         except acp.RequestError as exc:
@@ -449,6 +469,7 @@ class _DurableScope(_ConnectionScope):
         self._require_session_scope()
         stream_id = self._parse_session_id(session_id)
         meta = dict(kwargs)
+        _storable_context(cwd, additional_directories, mcp_servers, meta)
         try:
             session = await self._sessions.get(stream_id.hex)
         except UnknownSessionError:
@@ -492,6 +513,7 @@ class _DurableScope(_ConnectionScope):
         elsewhere, is not written."""
         self._require_session_scope()
         stream_id = self._parse_session_id(session_id)
+        _storable_context(cwd, additional_directories, mcp_servers, dict(kwargs))
         fork = getattr(self._sessions.storage, "fork", None)
         if fork is None:
             raise acp.RequestError.method_not_found("session/fork (this storage cannot fork)")
@@ -720,7 +742,8 @@ _RESERVED = {method: _reserved(model) for method, model in _SESSION_REQUESTS.ite
 
 
 def _guard_more(handler: Any) -> Any:
-    """Refuse a request whose ``_meta`` would overwrite one of its own fields (the SDK merges ``_meta`` in)."""
+    """Refuse a request whose ``_meta`` would overwrite one of its own fields (the SDK merges ``_meta`` in), and
+    answer a value of the request the storage refuses as invalid params, with why."""
 
     async def guarded(method: str, params: Any = None, is_notification: bool = False) -> Any:
         reserved = _RESERVED.get(method)
@@ -728,7 +751,13 @@ def _guard_more(handler: Any) -> Any:
         if reserved and isinstance(meta, dict) and reserved.intersection(meta):
             listed = ", ".join(sorted(reserved.intersection(meta)))
             raise acp.RequestError.invalid_params({"reason": f"_meta may not contain the request field(s): {listed}"})
-        return await handler(method, params, is_notification)
+        try:
+            return await handler(method, params, is_notification)
+        except EventEncodeError as exc:
+            # Only the request's own values reach the storage outside a turn (cwd, directories, MCP servers,
+            # _meta: text UTF-8 cannot hold, NaN); a turn's failures are answered by its executor. The SDK would
+            # answer "Internal error".
+            raise acp.RequestError.invalid_params({"reason": str(exc)}) from exc
 
     return guarded
 

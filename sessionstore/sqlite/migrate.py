@@ -147,6 +147,10 @@ def _backup(path: Path, revision: str, busy_timeout: float) -> Path:
     except (sqlite3.Error, OSError) as exc:
         partial.unlink(missing_ok=True)
         raise from_sqlite(exc, target) from exc
+    except BaseException:
+        # Ctrl-C, or SIGTERM/SIGHUP as the command line turns them into it: the copy holds conversation text.
+        partial.unlink(missing_ok=True)
+        raise
     return target
 
 

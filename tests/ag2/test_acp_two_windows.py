@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from pathlib import Path
 
 import acp
@@ -23,6 +24,7 @@ from sessionstore import SQLiteStorage
 from sessionstore.ag2 import AG2Codec
 
 PROJECT = "/home/me/orchard"
+INVALID_PARAMS = -32602
 
 
 @pytest.fixture
@@ -35,6 +37,12 @@ async def history(db: Path, session_id: str) -> list[object]:
 
     async with SQLiteStorage(db, codec=AG2Codec()) as storage:
         return list(await storage.get_history(UUID(session_id)))
+
+
+def rows(db: Path) -> list[tuple[object, ...]]:
+    """Every session row as ``sqlite3`` shows it."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT * FROM sessions ORDER BY id").fetchall()
 
 
 def results_of(events: list[object], call_id: str) -> list[str]:
@@ -102,3 +110,29 @@ async def test_a_window_killed_mid_turn_is_taken_over_at_once(files: Files) -> N
         assert "not held" in shown, shown
         await within(window_b.conn.load_session(cwd=PROJECT, session_id=sid))  # repaired by its new holder
     assert results_of(await history(files.db, sid), "call_g") == [CANCELLED_TOOL_RESULT]
+
+
+async def test_a_load_refused_for_its_arguments_holds_nothing(files: Files) -> None:
+    """Was: window B's load with a cwd no file can store (a lone surrogate, as ``os.fsdecode`` makes of bytes
+    that are not UTF-8) was answered "Internal error", and B kept holding the session it had not loaded: window A
+    was refused it until B exited."""
+    files.script_steps([{"say": "Fine."}])
+    async with agent_process(files) as window_a, agent_process(files) as window_b:
+        sid = await window_a.new(PROJECT)
+        await window_a.say(sid, "Hello")
+        await within(window_a.conn.close_session(session_id=sid))  # let go: anyone may load it now
+        before = rows(files.db)
+        for attempt in (
+            window_b.conn.load_session(cwd="/home/me/\udc80rchard", session_id=sid),
+            window_b.conn.resume_session(cwd="/home/me/\udc80rchard", session_id=sid),
+            window_b.conn.fork_session(cwd="/home/me/\udc80rchard", session_id=sid),  # was: a fork left behind
+            window_b.conn.list_sessions(cwd="/home/me/\udc80rchard"),
+        ):
+            with pytest.raises(acp.RequestError) as refused:
+                await within(attempt)
+            assert refused.value.code == INVALID_PARAMS, refused.value
+            assert "cwd" in str(refused.value.data), refused.value.data
+        assert rows(files.db) == before  # nothing written
+        shown = sessionstore_cli("show", sid, "--db", str(files.db)).stdout
+        assert "held by" not in shown, shown
+        await within(window_a.conn.load_session(cwd=PROJECT, session_id=sid))  # was: held by pid ... (window B)

@@ -212,3 +212,26 @@ def test_what_sigkill_left_of_an_export_goes_with_the_next_export(
     assert again.returncode == 0, again.stderr
     assert scratch(tmp_path, "out.jsonl") == []
     assert out.read_text().count('"kind":"session"') == 1  # the new export, whole
+
+
+@pytest.mark.parametrize("number", CAUGHT, ids=lambda n: signal.Signals(n).name)
+def test_a_signal_while_a_backup_is_taken_leaves_nothing(big: tuple[Path, Path], tmp_path: Path, number: int) -> None:
+    """``db downgrade`` (and upgrade) back the file up first, under a hidden name. Was: Ctrl-C, SIGTERM or SIGHUP
+    mid-copy left that copy, holding every conversation, until the next backup; only SQLite's and the disk's own
+    errors removed it."""
+    db = tmp_path / "agent.db"
+    db.write_bytes(big[1].read_bytes())  # at the head revision, closed cleanly (no -wal)
+    before = db.read_bytes()
+    process = start("--db", db, "db", "downgrade", "0011")
+    try:
+        left = stopped_with_scratch(process, tmp_path, "agent.db")
+        assert left[0].name.startswith(".agent.db.backing-up-"), left
+        process.send_signal(number)
+        process.send_signal(signal.SIGCONT)
+        _, err = process.communicate(timeout=TIMEOUT)
+    finally:
+        process.kill()
+    assert (process.returncode, err) == (128 + number, interrupted(number))
+    assert scratch(tmp_path, "agent.db") == []
+    assert not list(tmp_path.glob("agent.db.bak-*"))  # no backup: the command moved nothing
+    assert db.read_bytes() == before

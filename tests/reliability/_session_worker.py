@@ -5,9 +5,11 @@
 Each step picks a session and one of: a turn (user message, a tool call, a pause, its result, an answer), a load
 that repairs what a turn cut short left (as AG2 does: the call's result written as cancelled), a rewrite of the
 history (``set_history`` of what it read), letting the session go, or deleting it. Every operation goes through a
-registry with retention, so it holds the session first; a session another live process holds is skipped
-(``SessionHeldError``). LOG gets one JSON line per event acknowledged (``ack``) and per deletion about to be made
-(``drop``), fsynced, so the test can check what survived even when this process is SIGKILLed mid-step.
+registry with retention, so it holds the session first, and a session it adopts is repaired first, as AG2's load
+and resume repair it (a turn begun over a killed turn's unanswered call would have that call repaired after it,
+two turns interleaved in the transcript with no two holders at once); a session another live process holds is
+skipped (``SessionHeldError``). LOG gets one JSON line per event acknowledged (``ack``) and per deletion about to
+be made (``drop``), fsynced, so the test can check what survived even when this process is SIGKILLed mid-step.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ def unanswered(events: list[Any]) -> list[str]:
     return [c for c in called if c not in answered]
 
 
+async def repair(storage: SQLiteStorage, history: Any, stream: UUID, out: Any) -> None:
+    """The repair AG2 makes of a turn cut short: each call left unanswered gets a cancelled result."""
+    for call_id in unanswered(list(await storage.get_history(stream))):
+        await history.send(ToolResult(call_id=call_id, content=CANCELLED))
+        log(out, kind="ack", session=stream.hex, text=f"repair {call_id}")
+
+
 async def main(db: str, log_path: str, worker: str, seed: int, sessions: list[UUID], steps: int) -> None:
     rng = random.Random(seed)
     with open(log_path, "a") as out:
@@ -55,11 +64,13 @@ async def main(db: str, log_path: str, worker: str, seed: int, sessions: list[UU
                 stream = rng.choice(sessions)
                 op = rng.choice(["turn", "turn", "turn", "load", "rewrite", "let_go", "delete"])
                 try:
-                    session, _ = await store.get_or_adopt(stream, cwd="/work")
+                    session, adopted = await store.get_or_adopt(stream, cwd="/work")
                 except SessionHeldError:
                     await asyncio.sleep(rng.random() * 0.01)
                     continue
                 history = store.stream(session)
+                if adopted:  # as AG2's load and resume do before anything else: a turn a killed holder cut short
+                    await repair(storage, history, stream, out)
                 if op == "turn":
                     turn = f"{worker}.{step}"
                     async with session.turn():
@@ -75,10 +86,7 @@ async def main(db: str, log_path: str, worker: str, seed: int, sessions: list[UU
                             await history.send(event)
                             log(out, kind="ack", session=stream.hex, text=_text(event))
                 elif op == "load":
-                    events = list(await storage.get_history(stream))
-                    for call_id in unanswered(events):  # the repair AG2 makes of a turn cut short
-                        await history.send(ToolResult(call_id=call_id, content=CANCELLED))
-                        log(out, kind="ack", session=stream.hex, text=f"repair {call_id}")
+                    await repair(storage, history, stream, out)
                 elif op == "rewrite":
                     await storage.set_history(stream, list(await storage.get_history(stream)))
                 elif op == "let_go":

@@ -141,6 +141,13 @@ async def test_lone_surrogates_in_session_records_are_refused_clearly(storage: S
     assert_file_whole(storage.path, sessions=1)
 
 
+async def test_a_cwd_to_list_by_that_no_row_can_hold_is_refused_clearly(storage: SQLiteStorage) -> None:
+    """Was the driver's UnicodeEncodeError from inside the read (over ACP, "Internal error")."""
+    with pytest.raises(EventEncodeError, match="surrogate"):
+        await storage.list_sessions(cwd=UNENCODABLE)
+    assert len((await storage.list_sessions(cwd="/nowhere")).sessions) == 0
+
+
 async def test_lone_surrogates_in_a_title_are_refused_clearly(storage: SQLiteStorage) -> None:
     with pytest.raises(EventEncodeError, match="surrogate"):
         await storage.set_title(UUID(int=1), UNENCODABLE)

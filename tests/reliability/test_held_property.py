@@ -98,7 +98,8 @@ async def test_no_session_is_written_by_two_holders_at_once(tmp_path: Path, seed
         for event in events:
             turn = turn_of(event)
             if turn != current:
-                assert turn not in finished, f"turn {turn} interleaved with another in {sid}"
+                shown = " | ".join(_text(e) for e in events)
+                assert turn not in finished, f"turn {turn} interleaved with another in {sid}: {shown}"
                 if current is not None:
                     finished.add(current)
                 current = turn

@@ -27,6 +27,7 @@ from databases import Database
 
 from sessionstore import (
     EventContext,
+    EventEncodeError,
     SessionHeldError,
     SessionStore,
     SQLiteStorage,
@@ -205,3 +206,22 @@ async def test_two_storages_of_one_process_are_two_holders(database: Database) -
     async with database.storage() as third:  # closing let every hold go, marks included
         await third.hold(stream)
         assert [e.content for e in await third.get_history(stream)] == ["the holder writes"]
+
+
+async def test_an_adoption_that_fails_holds_nothing(database: Database) -> None:
+    """Was: ``get_or_adopt`` held the session, then could not store its record (a cwd UTF-8 cannot encode) and
+    raised with the hold kept: nobody had the session live, yet every other process was refused it until this one
+    ended."""
+    stream = uuid4()
+    async with database.storage() as first, database.storage() as second:
+        await first.save_event(UserMessage("stored"), EventContext.for_stream(stream))
+        store = SessionStore(storage=first, retain_history=True)
+        with pytest.raises(EventEncodeError):
+            await store.get_or_adopt(stream, cwd="/work/\udc80")
+        assert await held_by(database, stream) is None
+        await second.hold(stream)  # another holder may have it (was SessionHeldError)
+        await second.save_event(UserMessage("taken"), EventContext.for_stream(stream))
+        await second.let_go(stream)
+        session, adopted = await store.get_or_adopt(stream, cwd="/work")  # and the first, with a good context
+        assert adopted and session.cwd == "/work"
+        await store.aclose()
