@@ -130,6 +130,18 @@ async def test_a_session_dropped_and_recreated_elsewhere_is_not_served_stale(dat
         assert [e.content for e in await mine.get_history(stream_id)] == ["new"]
 
 
+async def test_a_session_without_events_reads_empty_and_its_first_events_read_whole(database: Database) -> None:
+    """A session whose row exists with no events (on PostgreSQL the whole-history statement finds no rows, and the
+    read goes on by the session's row), then the same session once written."""
+    stream_id = uuid4()
+    async with database.storage() as storage:
+        await storage.set_history(stream_id, [])
+        assert await storage.load_session(stream_id) is not None
+        assert await storage.get_history(stream_id) == []
+        await storage.set_history(stream_id, [ModelMessage("a"), ModelMessage("b")])
+        assert [e.content for e in await storage.get_history(stream_id)] == ["a", "b"]
+
+
 async def test_drop_history_deletes_the_session_and_its_events(database: Database) -> None:
     stream_id = uuid4()
     async with database.storage() as storage:
