@@ -131,8 +131,8 @@ async def test_a_session_dropped_and_recreated_elsewhere_is_not_served_stale(dat
 
 
 async def test_a_session_without_events_reads_empty_and_its_first_events_read_whole(database: Database) -> None:
-    """A session whose row exists with no events (on PostgreSQL the whole-history statement finds no rows, and the
-    read goes on by the session's row), then the same session once written."""
+    """A session whose row exists with no events reads as an empty history (not as an unknown session), and its
+    first events, once written, read whole: the cache of the empty read must not outlive them."""
     stream_id = uuid4()
     async with database.storage() as storage:
         await storage.set_history(stream_id, [])
