@@ -161,9 +161,11 @@ def run_migrations_online() -> None:
         _run(connection)  # the caller's transaction, lock and backup
     else:
         # The database's own runner takes its lock and, for a file, its backup: `alembic downgrade base` drops
-        # every session. A file is created private if missing, and committed only when every revision ran and no
+        # every session (PostgreSQL, where none is taken, refuses it while sessions are there, unless
+        # -x force=1). A file is created private if missing, and committed only when every revision ran and no
         # row lost its parent.
-        open_backend(_database()).run_alembic(_run, _destination, context.script)
+        force = context.get_x_argument(as_dictionary=True).get("force", "") not in ("", "0", "false", "no")
+        open_backend(_database()).run_alembic(_run, _destination, context.script, force=force)
 
 
 def _destination() -> Any:

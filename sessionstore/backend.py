@@ -127,13 +127,17 @@ class Backend(Protocol):
         """The URL Alembic's offline mode renders SQL for."""
         ...
 
-    def run_alembic(self, run: Callable[[Any], None], destination: Callable[[], Any], scripts: Any) -> None:
+    def run_alembic(
+        self, run: Callable[[Any], None], destination: Callable[[], Any], scripts: Any, *, force: bool = False
+    ) -> None:
         """The ``alembic`` command's migration (``migrations/env.py``): ``run(connection)`` under this database's
-        migration lock (after a file's backup, when ``destination()`` says the command moves it)."""
+        migration lock (after a file's backup, when ``destination()`` says the command moves it). ``force``
+        (``-x force=1``): go to base where no backup is taken, dropping every session (PostgreSQL)."""
         ...
 
-    def migrate(self, revision: str, direction: Direction) -> str | None:
-        """Move the schema to ``revision``; the path of the backup taken first, if one was."""
+    def migrate(self, revision: str, direction: Direction, *, force: bool = False) -> str | None:
+        """Move the schema to ``revision``; the path of the backup taken first, if one was. ``force``: go to base
+        where no backup is taken, dropping every session (PostgreSQL refuses it otherwise)."""
         ...
 
 

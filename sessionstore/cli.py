@@ -620,7 +620,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     if action == "upgrade":
         backup = migrate.upgrade(backend, args.revision)
     else:
-        backup = migrate.downgrade(backend, args.revision)
+        backup = migrate.downgrade(backend, args.revision, force=args.force)
     after = migrate.current(backend) or "base"
     if after == before:
         print(f"{backend.name} is already at {after}")
@@ -740,6 +740,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
     down = db.add_parser("downgrade", parents=[common], help="downgrade the schema to REVISION")
     down.add_argument("revision", help="target revision")
+    down.add_argument(
+        "--force", action="store_true", help="PostgreSQL: go to base though it drops every session (pg_dump first)"
+    )
     db.add_parser("current", parents=[common], help="the file's schema revision")
     db.add_parser("history", parents=[common], help="every revision this sessionstore knows")
     return parser

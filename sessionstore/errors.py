@@ -162,6 +162,11 @@ class MigrationError(SchemaError):
     """A migration failed; the file is as it was, and a backup sits beside it."""
 
 
+class DowngradeRefusedError(SchemaError):
+    """A downgrade to base would drop every session of a database no backup is taken of (PostgreSQL's: a file
+    is copied aside first); the message names the dump to take and how to force it. Nothing was changed."""
+
+
 class DatabaseNotFoundError(StorageError):
     """There is no database file at the path; nothing was created."""
 

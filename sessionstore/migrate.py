@@ -22,9 +22,13 @@ def upgrade(db: Database, revision: str = "head") -> str | None:
     return open_backend(db).migrate(revision, "upgrade")
 
 
-def downgrade(db: Database, revision: str) -> str | None:
-    """Downgrade the database to ``revision`` (``base`` drops everything); the backup's path, if one was taken."""
-    return open_backend(db).migrate(revision, "downgrade")
+def downgrade(db: Database, revision: str, *, force: bool = False) -> str | None:
+    """Downgrade the database to ``revision`` (``base`` drops everything); the backup's path, if one was taken.
+
+    A file is backed up first; a PostgreSQL database holding sessions is not moved to base unless ``force``
+    (:class:`~sessionstore.DowngradeRefusedError`: take a ``pg_dump`` first).
+    """
+    return open_backend(db).migrate(revision, "downgrade", force=force)
 
 
 def current(db: Database) -> str | None:

@@ -228,11 +228,24 @@ class PostgresBackend:
     def alembic_url(self) -> str:
         return self.url
 
-    def run_alembic(self, run: Callable[[Any], None], destination: Callable[[], Any], scripts: Any) -> None:
-        """Under the migration lock, in one transaction; no backup (DDL is transactional)."""
-        migrate.run_locked(self.url, run)
+    def run_alembic(
+        self, run: Callable[[Any], None], destination: Callable[[], Any], scripts: Any, *, force: bool = False
+    ) -> None:
+        """Under the migration lock, in one transaction; no backup (DDL is transactional), so a move to base of a
+        database holding sessions is refused unless ``force``d (:func:`~.migrate.refuse_dropping_sessions`)."""
 
-    def migrate(self, revision: str, direction: Direction) -> str | None:
-        """Under the migration lock, in one transaction (a failed one leaves the database as it was: no backup)."""
-        migrate.migrate(self.url, revision, direction)
+        def checked(conn: Any) -> None:
+            try:
+                target = destination()
+            except KeyError:  # a command that moves nothing (current)
+                target = ""
+            migrate.refuse_dropping_sessions(conn, redacted(self.url), target, force=force, again="-x force=1")
+            run(conn)
+
+        migrate.run_locked(self.url, checked)
+
+    def migrate(self, revision: str, direction: Direction, *, force: bool = False) -> str | None:
+        """Under the migration lock, in one transaction (a failed one leaves the database as it was: no backup;
+        a move to base of a database holding sessions refused unless ``force``d)."""
+        migrate.migrate(self.url, revision, direction, force=force)
         return None

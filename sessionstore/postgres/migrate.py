@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MigrationError, StorageError
+from ..errors import DowngradeRefusedError, MigrationError, StorageError
 from ..schema.revisions import (
     HEAD,
     Direction,
@@ -29,7 +29,7 @@ from .connect import connector, engine, from_postgres, read_revision, redacted, 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-__all__ = ["MIGRATION_LOCK", "migrate", "prepare", "run_locked"]
+__all__ = ["MIGRATION_LOCK", "migrate", "prepare", "refuse_dropping_sessions", "run_locked"]
 
 MIGRATION_LOCK = 0x5E55_0000_0000_0001
 """The advisory lock key a migration holds for its whole transaction (``pg_advisory_xact_lock``): one number,
@@ -91,6 +91,24 @@ def run_locked(url: str, work: Callable[[Connection], Any]) -> Any:
         return thread.submit(asyncio.run, run()).result()
 
 
+def refuse_dropping_sessions(conn: Connection, where: str, target: str | None, *, force: bool, again: str) -> None:
+    """Refuse a move to base (it drops every session) of a database that holds sessions, unless ``force``d.
+
+    A file is copied aside before any downgrade; a server's database cannot be from here, and a transaction
+    does not help once the user's own command commits it. So the user takes the dump (``pg_dump``) and says
+    so: ``again`` is how to run the command again, forced. Nothing is changed when refused.
+    """
+    if target is not None or force:
+        return
+    if conn.exec_driver_sql("SELECT to_regclass('sessions') IS NULL").scalar():
+        return
+    if conn.exec_driver_sql("SELECT EXISTS (SELECT 1 FROM sessions)").scalar():
+        raise DowngradeRefusedError(
+            f"downgrade of {where} to base drops every session, and no backup of a PostgreSQL database is taken:"
+            f" pg_dump it first, then run again with {again}"
+        )
+
+
 def migrate(
     url: str,
     revision: str = "head",
@@ -98,12 +116,14 @@ def migrate(
     *,
     auto_upgrade: bool = True,
     scripts: Any = None,
+    force: bool = False,
 ) -> str | None:
     """Move the database at ``url`` to ``revision`` under the migration lock, in one transaction.
 
     Returns the revision it was at. A database at a revision these scripts do not know, or with tables but no
     revision, is refused untouched; one at an older revision with ``auto_upgrade`` off raises
-    :class:`SchemaOutOfDateError` naming the command that upgrades it.
+    :class:`SchemaOutOfDateError` naming the command that upgrades it. A downgrade to base of a database
+    holding sessions is refused unless ``force`` (:func:`refuse_dropping_sessions`).
     """
     directory = script_directory(scripts)
     target = resolve(directory, revision)
@@ -117,6 +137,7 @@ def migrate(
         if found is not None and not auto_upgrade:
             raise not_upgraded(where, found, str(target))
         check_direction(directory, where, found, target, direction)
+        refuse_dropping_sessions(conn, where, target, force=force, again="--force")
         try:
             run_revisions(conn, directory, target, direction)
         except Exception as exc:

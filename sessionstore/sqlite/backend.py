@@ -268,11 +268,15 @@ class SQLiteBackend:
 
     alembic_url = "sqlite://"
 
-    def run_alembic(self, run: Callable[[Any], None], destination: Callable[[], Any], scripts: Any) -> None:
+    def run_alembic(
+        self, run: Callable[[Any], None], destination: Callable[[], Any], scripts: Any, *, force: bool = False
+    ) -> None:
+        """After the backup a move takes (so ``force`` changes nothing for a file)."""
         migrate.run_alembic(self.path, run, destination, scripts)
 
-    def migrate(self, revision: str, direction: Direction) -> str | None:
-        """Under the file's write lock, after a backup beside it (``downgrade base`` drops every session)."""
+    def migrate(self, revision: str, direction: Direction, *, force: bool = False) -> str | None:
+        """Under the file's write lock, after a backup beside it (``downgrade base`` drops every session, so a
+        file is never moved without one, and ``force`` changes nothing)."""
         move = migrate.upgrade if direction == "upgrade" else migrate.downgrade
         return move(self.path, revision, busy_timeout=self.busy_timeout)
 

@@ -47,6 +47,39 @@ def alembic(*args: str, env: dict[str, str] | None = None, ok: bool = True) -> s
     return done.stdout + done.stderr
 
 
+def test_a_downgrade_to_base_of_a_database_holding_sessions_is_refused_unless_forced(pg_empty_url: str) -> None:
+    """``downgrade base`` drops every session: a file is copied aside first, a PostgreSQL database cannot be from
+    here, so both ``alembic`` and ``sessionstore db downgrade`` refuse it in one line, changing nothing, until the
+    user (after a pg_dump) forces it."""
+    url = pg_empty_url.replace("+asyncpg", "")
+    stream_id = uuid4()
+
+    async def write() -> None:
+        async with PostgresStorage(pg_empty_url) as storage:
+            await storage.save_event(UserMessage("keep me"), EventContext.for_stream(stream_id))
+
+    asyncio.run(write())
+    refused = alembic("-x", f"db={url}", "downgrade", "base", ok=False)
+    assert "DowngradeRefusedError" in refused and "pg_dump it first, then run again with -x force=1" in refused
+    cli = subprocess.run(
+        [str(Path(sys.executable).parent / "sessionstore"), "db", "downgrade", "base", "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 1 and cli.stderr.count("\n") == 1, cli.stderr
+    assert "drops every session" in cli.stderr and "run again with --force" in cli.stderr
+    assert f"{HEAD} (head)" in alembic("-x", f"db={url}", "current")
+    assert asyncio.run(fetch(url, "SELECT count(*) FROM events")) == [(1,)]
+    # A downgrade that keeps the sessions is not refused, and forcing goes to base.
+    assert f"{HEAD} -> {PREVIOUS}" in alembic("-x", f"db={url}", "downgrade", "-1")
+    assert f"-> {HEAD}" in alembic("-x", f"db={url}", "upgrade", "head")
+    assert "0001 -> , baseline" in alembic("-x", f"db={url}", "-x", "force=1", "downgrade", "base")
+    assert asyncio.run(fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")) == [
+        ("alembic_version",)
+    ]
+
+
 async def fetch(url: str, sql: str) -> list[tuple[object, ...]]:
     """The rows of one statement; statements separated by ``;`` are run, and give none."""
     conn = await asyncpg.connect(url.replace("+asyncpg", ""))
