@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ EVENT_COLUMNS += ("input_tokens", "output_tokens", "cache_read_tokens", "cache_w
 
 
 def sessions(count: int) -> list[tuple[Any, ...]]:
-    start = datetime(2026, 1, 1)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     return [
         (f"{n:032x}", "/work", "[]", "[]", "{}", start + timedelta(seconds=n), start + timedelta(seconds=n), False, 3)
         for n in range(1, count + 1)
@@ -46,7 +46,7 @@ def sessions(count: int) -> list[tuple[Any, ...]]:
 
 
 def events(row_ids: list[int]) -> list[tuple[Any, ...]]:
-    at = datetime(2026, 1, 2)
+    at = datetime(2026, 1, 2, tzinfo=UTC)
     out: list[tuple[Any, ...]] = []
     for n in row_ids:
         prompt = json.dumps({"content": f"question {n}"})
@@ -88,9 +88,12 @@ def build_postgres(url: str, count: int) -> None:
             pass
         conn = await asyncpg.connect(url.replace("+asyncpg", ""))
         try:
-            await conn.copy_records_to_table("sessions", records=sessions(count), columns=SESSION_COLUMNS)
+            # Times as the columns take them here: naive UTC (timestamp without time zone).
+            naive = [(*r[:5], r[5].replace(tzinfo=None), r[6].replace(tzinfo=None), *r[7:]) for r in sessions(count)]
+            await conn.copy_records_to_table("sessions", records=naive, columns=SESSION_COLUMNS)
             ids = [int(r[0]) for r in await conn.fetch("SELECT id FROM sessions ORDER BY id")]
-            await conn.copy_records_to_table("events", records=events(ids), columns=EVENT_COLUMNS)
+            rows = [(*e[:4], e[4].replace(tzinfo=None), *e[5:]) for e in events(ids)]
+            await conn.copy_records_to_table("events", records=rows, columns=EVENT_COLUMNS)
             await conn.execute("ANALYZE")
         finally:
             await conn.close()
