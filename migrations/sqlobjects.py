@@ -37,6 +37,7 @@ __all__ = [
     "Column",
     "EditedView",
     "ExtendedView",
+    "ForeignKey",
     "FullTextIndex",
     "Function",
     "IndexTrigger",
@@ -321,6 +322,26 @@ class Column(SQLObject):
 
     def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
         yield f"ALTER TABLE {self.table} DROP COLUMN IF EXISTS {self.name}"
+
+
+@dataclass(frozen=True)
+class ForeignKey(SQLObject):
+    """A foreign key one database keeps otherwise than the models say (PostgreSQL's fork reference, checked at
+    commit: revision 0013), made in place of the constraint of the same name; dropped, that constraint is made
+    again as ``replaces`` says. ``definition`` and ``replaces`` follow the constraint's name (``FOREIGN KEY ...``)."""
+
+    table: str
+    name: str
+    definition: str
+    replaces: str
+
+    def create(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} DROP CONSTRAINT {self.name}"
+        yield f"ALTER TABLE {self.table} ADD CONSTRAINT {self.name} {self.definition}"
+
+    def drop(self, scripts: ScriptDirectory) -> Iterator[str]:
+        yield f"ALTER TABLE {self.table} DROP CONSTRAINT IF EXISTS {self.name}"
+        yield f"ALTER TABLE {self.table} ADD CONSTRAINT {self.name} {self.replaces}"
 
 
 @dataclass(frozen=True)

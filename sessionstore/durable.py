@@ -19,7 +19,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Self, TypeVar
 
 from .codec import Codec, JsonCodec, describe_row
-from .errors import InvalidForkPositionError, NoSuchSessionError, SettingError, StorageError
+from .errors import (
+    ForkedByAnotherRoleError,
+    InvalidForkPositionError,
+    NoSuchSessionError,
+    SettingError,
+    StorageError,
+)
 from .reads import RETENTION, cutoff_of, load_session, retention_of, retention_setting, session_page, stale_sessions
 from .schema import queries
 from .storage import (
@@ -343,7 +349,11 @@ class DurableStorage(Generic[Opened]):
             for row_id, sid, _ in found:
                 if self._retire.is_set():
                     break
-                gone, mark = await self._remove_stale(row_id, sid, cutoff)
+                try:
+                    gone, mark = await self._remove_stale(row_id, sid, cutoff)
+                except ForkedByAnotherRoleError:  # kept, as a held one is; the later ones still go
+                    logger.info("%s: retention keeps %s: another role's fork shares its events", self, sid)
+                    continue
                 if gone:
                     removed.append(sid)
             # A full batch that removed something: read the next (a batch of held sessions alone ends the pass).

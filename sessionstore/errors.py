@@ -141,6 +141,12 @@ class AccessDeniedError(StorageError):
     (row-level security: a role reads and writes only the sessions it made); nothing was written."""
 
 
+class ForkedByAnotherRoleError(AccessDeniedError):
+    """A delete refused, its transaction rolled back whole (PostgreSQL, revision 0013): another role made a fork of
+    the session, which this role cannot see (row-level security) to give it the events it shares, and the delete
+    would cut it short. The administrator's delete gives the fork its events. A retention pass keeps the session."""
+
+
 class SettingError(StorageError):
     """A row of the database's ``settings`` table holds a value this version cannot read (edited by hand): the
     message names the setting and the command that sets it again; nothing was changed."""

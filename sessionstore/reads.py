@@ -387,14 +387,23 @@ def iter_sessions(
     database at ``revision``."""
     sql = queries.list_sessions(cwd=cwd is not None, after=False, limit=limit is not None, where=where)
     bound = None if limit is None else min(limit, _SQL_INT_MAX)
-    counted = reaches(revision, USAGE_SINCE)
-    for row in conn.execute(_overview(sql, revision), {"cwd": cwd, "limit": bound, **params}):
-        yield with_usage(conn, record_of(row)) if counted else record_of(row)
+    found = map(record_of, conn.execute(_overview(sql, revision), {"cwd": cwd, "limit": bound, **params}))
+    yield from with_usage(conn, found) if reaches(revision, USAGE_SINCE) else found
 
 
-def with_usage(conn: Connection, record: SessionRecord) -> SessionRecord:
-    """``record`` with its usage (:data:`queries.SESSION_USAGE`: its own usage events, summed in SQL)."""
-    return replace(record, usage=session_usage(conn, record.session_id).tokens)
+# The ids queries.PAGE_USAGE takes, :sid0, :sid1, ...: as many as the generator wrote.
+_PAGE_IDS = [f"sid{n}" for n in range(len(re.findall(r":sid\d+\b", queries.PAGE_USAGE)))]
+
+
+def with_usage(conn: Connection, records: Iterable[SessionRecord]) -> Iterator[SessionRecord]:
+    """``records``, each with its usage (its own usage events, summed in SQL), read for a page of them at a time
+    in one statement (:data:`queries.PAGE_USAGE`) and handed on as they come (a listing stays streamed)."""
+    it = iter(records)
+    while page := list(itertools.islice(it, len(_PAGE_IDS))):
+        ids = dict(zip(_PAGE_IDS, itertools.chain((r.session_id for r in page), itertools.repeat(None)), strict=False))
+        rows = conn.execute(queries.PAGE_USAGE, ids)
+        spent = {str(sid): Tokens(*(int(n) for n in counts)) for sid, _, *counts in rows}
+        yield from (replace(r, usage=spent.get(r.session_id, NO_USAGE.tokens)) for r in page)
 
 
 def session_page(
@@ -425,8 +434,7 @@ def session_page(
         where=top_level,
         order="created_at",
     )
-    rows = [with_usage(conn, record_of(row)) for row in conn.execute(sql, params).fetchall()]
-    return page_of(rows, limit)
+    return page_of(list(with_usage(conn, map(record_of, conn.execute(sql, params).fetchall()))), limit)
 
 
 def load_session(conn: Connection, sid: str, *, revision: str | None = HEAD) -> SessionRecord | None:

@@ -97,7 +97,22 @@ which the session is listed under its first prompt again.
 USAGE_META = "sessionstore/usage"
 """The key of a session's usage in the ``_meta`` of each ``session/list`` entry: its tokens by kind and their total
 (absent when it spent nothing)."""
+FORK_META = "sessionstore/fork"
+"""The key of where a fork came from in the ``_meta`` of a ``session/list`` entry (ACP's session info has no field
+for it): ``{"forked_from": <session id>, "forked_at": <position>}``, as ``sessionstore list --json`` names them
+(absent for a session that is no fork)."""
 DEFAULT_LIST_PAGE_SIZE = 50
+
+
+def _listed_meta(record: SessionRecord) -> dict[str, Any] | None:
+    """A ``session/list`` entry's ``_meta``: what the session spent, summed in SQL (revision 0010), and where a fork
+    came from (revision 0012); None when there is neither."""
+    meta: dict[str, Any] = {}
+    if record.usage:
+        meta[USAGE_META] = usage_json(record.usage)
+    if record.forked_from is not None:
+        meta[FORK_META] = {"forked_from": record.forked_from, "forked_at": record.forked_at}
+    return meta or None
 
 
 def _json_servers(servers: list[Any]) -> list[Any]:
@@ -575,8 +590,7 @@ class _DurableScope(_ConnectionScope):
                     additional_directories=list(record.additional_directories) or None,
                     title=record.title,
                     updated_at=record.updated_at.isoformat(),
-                    # What the session spent, summed in SQL (revision 0010): each kind and the total.
-                    field_meta={USAGE_META: usage_json(record.usage)} if record.usage else None,
+                    field_meta=_listed_meta(record),
                 )
                 for record in page.sessions
             ],

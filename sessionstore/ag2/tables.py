@@ -270,6 +270,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.DatabaseUnavailableError,
                 errors.NotOnPostgreSQLError,
                 errors.AccessDeniedError,
+                errors.ForkedByAnotherRoleError,
                 errors.SettingError,
                 errors.ParentSessionMissingError,
             )

@@ -46,6 +46,7 @@ from ..errors import (
     DatabaseReadOnlyError,
     DatabaseUnavailableError,
     EventEncodeError,
+    ForkedByAnotherRoleError,
     StorageError,
     install_hint,
 )
@@ -316,11 +317,23 @@ _STATES: dict[str, tuple[type[StorageError], str]] = {
 }
 
 
+# Constraints whose violation means more than its SQLSTATE says, by name (as the models' naming convention names them).
+_CONSTRAINTS: dict[str, tuple[type[StorageError], str]] = {
+    # Checked at commit (revision 0013): the delete left a fork pointing at a deleted session, one this role could
+    # not see to give its shared events (another role's, under row-level security).
+    "fk_sessions_forked_from_sessions": (
+        ForkedByAnotherRoleError,
+        "refused a delete: another role's fork of the session shares its events, and this role cannot see it to"
+        " give them; the delete was rolled back whole (the administrator's delete gives the fork its events)",
+    ),
+}
+
+
 def from_postgres(exc: BaseException, url: str) -> StorageError:
     """The :class:`StorageError` for an error reaching or using the database at ``url`` (shown redacted).
 
-    Chosen by the error's SQLSTATE (most specific first); a socket that could not connect at all is
-    :class:`DatabaseUnavailableError`. The original error is kept as ``__cause__``.
+    Chosen by the constraint it broke, if that says more, else by its SQLSTATE (most specific first); a socket
+    that could not connect at all is :class:`DatabaseUnavailableError`. The original error is kept as ``__cause__``.
     """
     if isinstance(exc, StorageError):
         return exc
@@ -329,10 +342,11 @@ def from_postgres(exc: BaseException, url: str) -> StorageError:
     state = str(getattr(cause, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", None) or "")
     where = redacted(url)
     kind, hint = StorageError, "failed"
-    for length in (5, 3, 2):
-        if state and state[:length] in _STATES:
-            kind, hint = _STATES[state[:length]]
-            break
+    found = _CONSTRAINTS.get(str(getattr(cause, "constraint_name", None))) or next(
+        (_STATES[state[:length]] for length in (5, 3, 2) if state and state[:length] in _STATES), None
+    )
+    if found is not None:
+        kind, hint = found
     else:
         name = type(cause).__name__
         # InternalClientError: asyncpg's protocol left in a state it cannot go on from, as when the server sent a

@@ -134,7 +134,8 @@ class Session(Base):
     # A fork (revision 0012) reads the events of ``forked_from`` below position ``forked_at`` as its own first
     # ``forked_at`` events, and stores its own from ``forked_at`` on: a shared prefix, never copied. Both NULL for a
     # session that shares nothing. A storage gives a fork its shared rows before their owner goes (SET NULL: an
-    # earlier branch's pointer at the session it is deleted with).
+    # earlier branch's pointer at the session it is deleted with). On PostgreSQL, revision 0013 makes the key
+    # NO ACTION checked at commit instead: a delete that would cut short a fork its role cannot see is refused.
     forked_from: Mapped[int | None] = mapped_column(ForeignKey("sessions.id", ondelete="SET NULL"))
     forked_at: Mapped[int | None]
     # An earlier branch (revision 0012): the events a rewrite (set_history, AG2's compaction) replaced, kept as a

@@ -62,6 +62,7 @@ __all__ = [
     "NEXT_STALE",
     "ORPHAN_EVENTS_POSTGRESQL",
     "OVERVIEW",
+    "PAGE_USAGE",
     "PARENT_OF",
     "PUT_SETTING",
     "RECENT_EVENTS",
@@ -555,6 +556,37 @@ SESSION_USAGE = (
     "coalesce(sum(events.cache_write_tokens), 0) AS coalesce_4, coalesce(sum(events.reasoning_tokens), 0) AS "
     "coalesce_5 FROM events WHERE events.input_tokens IS NOT NULL AND events.session = (SELECT sessions.id FROM "
     "sessions WHERE sessions.session_id = :sid)"
+)
+
+# SESSION_USAGE of every session of a listing's page in one statement, not one per session: their ids as ``:sid0``,
+# ``:sid1``, ... (USAGE_PAGE of them in statements.py; NULL past the page's end); a row for each that spent tokens,
+# counted as SESSION_USAGE counts.
+PAGE_USAGE = (
+    "SELECT sessions.session_id, count(events.input_tokens) AS count_1, coalesce(sum(events.input_tokens), 0) AS "
+    "coalesce_1, coalesce(sum(events.output_tokens), 0) AS coalesce_2, coalesce(sum(events.cache_read_tokens), 0) AS "
+    "coalesce_3, coalesce(sum(events.cache_write_tokens), 0) AS coalesce_4, coalesce(sum(events.reasoning_tokens), 0) "
+    "AS coalesce_5 FROM events JOIN sessions ON events.session = sessions.id WHERE events.input_tokens IS NOT NULL AND "
+    "sessions.session_id IN (:sid0, :sid1, :sid2, :sid3, :sid4, :sid5, :sid6, :sid7, :sid8, :sid9, :sid10, :sid11, "
+    ":sid12, :sid13, :sid14, :sid15, :sid16, :sid17, :sid18, :sid19, :sid20, :sid21, :sid22, :sid23, :sid24, :sid25, "
+    ":sid26, :sid27, :sid28, :sid29, :sid30, :sid31, :sid32, :sid33, :sid34, :sid35, :sid36, :sid37, :sid38, :sid39, "
+    ":sid40, :sid41, :sid42, :sid43, :sid44, :sid45, :sid46, :sid47, :sid48, :sid49, :sid50, :sid51, :sid52, :sid53, "
+    ":sid54, :sid55, :sid56, :sid57, :sid58, :sid59, :sid60, :sid61, :sid62, :sid63, :sid64, :sid65, :sid66, :sid67, "
+    ":sid68, :sid69, :sid70, :sid71, :sid72, :sid73, :sid74, :sid75, :sid76, :sid77, :sid78, :sid79, :sid80, :sid81, "
+    ":sid82, :sid83, :sid84, :sid85, :sid86, :sid87, :sid88, :sid89, :sid90, :sid91, :sid92, :sid93, :sid94, :sid95, "
+    ":sid96, :sid97, :sid98, :sid99, :sid100, :sid101, :sid102, :sid103, :sid104, :sid105, :sid106, :sid107, :sid108, "
+    ":sid109, :sid110, :sid111, :sid112, :sid113, :sid114, :sid115, :sid116, :sid117, :sid118, :sid119, :sid120, "
+    ":sid121, :sid122, :sid123, :sid124, :sid125, :sid126, :sid127, :sid128, :sid129, :sid130, :sid131, :sid132, "
+    ":sid133, :sid134, :sid135, :sid136, :sid137, :sid138, :sid139, :sid140, :sid141, :sid142, :sid143, :sid144, "
+    ":sid145, :sid146, :sid147, :sid148, :sid149, :sid150, :sid151, :sid152, :sid153, :sid154, :sid155, :sid156, "
+    ":sid157, :sid158, :sid159, :sid160, :sid161, :sid162, :sid163, :sid164, :sid165, :sid166, :sid167, :sid168, "
+    ":sid169, :sid170, :sid171, :sid172, :sid173, :sid174, :sid175, :sid176, :sid177, :sid178, :sid179, :sid180, "
+    ":sid181, :sid182, :sid183, :sid184, :sid185, :sid186, :sid187, :sid188, :sid189, :sid190, :sid191, :sid192, "
+    ":sid193, :sid194, :sid195, :sid196, :sid197, :sid198, :sid199, :sid200, :sid201, :sid202, :sid203, :sid204, "
+    ":sid205, :sid206, :sid207, :sid208, :sid209, :sid210, :sid211, :sid212, :sid213, :sid214, :sid215, :sid216, "
+    ":sid217, :sid218, :sid219, :sid220, :sid221, :sid222, :sid223, :sid224, :sid225, :sid226, :sid227, :sid228, "
+    ":sid229, :sid230, :sid231, :sid232, :sid233, :sid234, :sid235, :sid236, :sid237, :sid238, :sid239, :sid240, "
+    ":sid241, :sid242, :sid243, :sid244, :sid245, :sid246, :sid247, :sid248, :sid249, :sid250, :sid251, :sid252, "
+    ":sid253, :sid254, :sid255) GROUP BY sessions.session_id"
 )
 
 # The database's tokens (stats), each counted once: the sessions of their own alone, since AG2 reports what a subagent

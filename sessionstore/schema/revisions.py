@@ -46,7 +46,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0012"
+HEAD = "0013"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -135,6 +135,7 @@ OBJECTS_AT_HEAD_POSTGRESQL = (
     "0009.PG_SEARCH_WORDS",
     "0010.USAGE",
     "0011.PG_OWNERS",
+    "0013.PG_FORK_KEY",
 )
 """The same for a PostgreSQL database (functions, triggers, views, the search index)."""
 

@@ -89,7 +89,7 @@ from sqlalchemy.sql.expression import BindParameter, FromClause, Select
 from ..codec import TOKEN_COLUMNS
 from .models import Base
 
-__all__ = ["QUERIES", "STATEMENTS", "Schema", "Statement", "main", "render"]
+__all__ = ["QUERIES", "STATEMENTS", "USAGE_PAGE", "Schema", "Statement", "main", "render"]
 
 QUERIES = Path(__file__).with_name("queries.py")
 """The file this module writes."""
@@ -324,10 +324,27 @@ def _insert_event(t: Schema) -> Any:
     )
 
 
-def _usage(t: Schema) -> Any:
+def _usage(t: Schema, *keys: ColumnElement[Any]) -> Any:
+    """Tokens summed over usage events alone (the partial index ix_events_usage): ``keys`` (to group by), how many
+    usage events, then each kind."""
     e = t.events
-    return select(func.count(e.c.input_tokens), *(func.coalesce(func.sum(e.c[name]), 0) for name in TOKENS)).where(
-        e.c.input_tokens.is_not(None)
+    sums = (func.coalesce(func.sum(e.c[name]), 0) for name in TOKENS)
+    return select(*keys, func.count(e.c.input_tokens), *sums).where(e.c.input_tokens.is_not(None))
+
+
+USAGE_PAGE = 256
+"""How many sessions one ``PAGE_USAGE`` reads: a listing's page (ACP's are 50) in one statement, a listing of every
+session in one per this many rows (its parameters past a page's end are NULL)."""
+
+
+def _page_usage(t: Schema) -> Any:
+    e, s = t.events, t.sessions
+    listed = [bindparam(f"sid{n}", type_=s.c.session_id.type) for n in range(USAGE_PAGE)]
+    return (
+        _usage(t, s.c.session_id)
+        .select_from(e.join(s, e.c.session == s.c.id))
+        .where(s.c.session_id.in_(listed))
+        .group_by(s.c.session_id)
     )
 
 
@@ -1094,6 +1111,13 @@ STATEMENTS: list[Statement | Alias | Section] = [
         lambda t: _usage(t).where(
             t.events.c.session == select(t.sessions.c.id).where(_sid(t.sessions)).scalar_subquery()
         ),
+    ),
+    Statement(
+        "PAGE_USAGE",
+        "SESSION_USAGE of every session of a listing's page in one statement, not one per session: their ids as"
+        " ``:sid0``, ``:sid1``, ... (USAGE_PAGE of them in statements.py; NULL past the page's end); a row for each"
+        " that spent tokens, counted as SESSION_USAGE counts.",
+        _page_usage,
     ),
     Statement(
         "TOTAL_USAGE",

@@ -12,6 +12,7 @@ that nothing is written to stderr).
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import warnings
@@ -25,7 +26,7 @@ from ag2 import Agent
 from ag2.acp.testing import connect
 
 from sessionstore.ag2 import DurableACPAgent
-from sessionstore.ag2.agent import SET_TITLE_METHOD
+from sessionstore.ag2.agent import FORK_META, SET_TITLE_METHOD
 
 PROJECT = "/home/me/orchard"
 INVALID_PARAMS = -32602
@@ -91,6 +92,32 @@ async def test_every_method_initialize_advertises_is_served_through_ag2s_harness
     await asyncio.sleep(0)
     assert [t.get_name() for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
     assert rows(files.db, "SELECT title, released FROM sessions") == [("Figs", 1)]
+
+
+async def test_session_list_says_where_a_fork_came_from_as_list_json_does(files: Files) -> None:
+    """ACP's session info has no field for a fork's origin: each fork's entry says it in its ``_meta`` (the fork's
+    parent and position, as ``sessionstore list --json`` names them); a session that is no fork says nothing."""
+    files.script_steps([{"say": "Quinces are golden."}])
+    async with durable(files) as server, connect(server) as (conn, _):
+        try:
+            sid = (await within(conn.new_session(cwd=PROJECT))).session_id
+            await within(conn.prompt(session_id=sid, prompt=[acp.text_block("What colour is a quince?")]))
+            fork = (await within(conn.fork_session(session_id=sid, cwd=PROJECT))).session_id
+            listed = {s.session_id: s.field_meta or {} for s in (await within(conn.list_sessions())).sessions}
+        finally:
+            await within(conn.close())
+    assert set(listed) == {sid, fork}
+    assert FORK_META not in listed[sid]
+    assert listed[fork][FORK_META] == {"forked_from": sid, "forked_at": 2}  # the prompt and the answer, shared
+    done = subprocess.run(
+        [sys.executable, "-m", "sessionstore.cli", "list", "--json", "--db", str(files.db)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    by_cli = {entry["session_id"]: entry for entry in json.loads(done.stdout)}
+    assert {key: by_cli[fork][key] for key in ("forked_from", "forked_at")} == listed[fork][FORK_META]
 
 
 async def test_a_connection_whose_router_cannot_be_found_advertises_only_what_it_routes(files: Files) -> None:

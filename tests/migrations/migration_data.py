@@ -144,8 +144,9 @@ def fill_forked(conn: sqlite3.Connection) -> None:
         (uuid.UUID(int=10).hex, stamp, stamp, first),
     ).lastrowid
     conn.execute(
-        "INSERT INTO events (session, position, type, payload, created_at, role, text) VALUES (?, 3, 'user_message',"
-        " '{\"content\": \"a fork of its own\"}', ?, 'user', NULL)",
+        # As the codec describes it: a string content is read at its path, not stored twice.
+        "INSERT INTO events (session, position, type, payload, created_at, role, text, text_path) VALUES (?, 3,"
+        " 'user_message', '{\"content\": \"a fork of its own\"}', ?, 'user', NULL, '$.content')",
         (fork, stamp),
     )
     branch = conn.execute(
@@ -176,6 +177,7 @@ FILLERS = {
     "0010": fill_held,
     "0011": fill_held,
     "0012": fill_forked,
+    "0013": fill_forked,
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.

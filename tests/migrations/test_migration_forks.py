@@ -16,7 +16,7 @@ from sessionstore.schema.revisions import HEAD
 
 
 def test_0012_goes_down_with_every_fork_and_branch_whole_and_up_again(database: Database) -> None:
-    assert HEAD == "0012"
+    assert HEAD >= "0012"  # down through every later revision too
     parent = uuid4()
 
     async def fork_and_compact() -> tuple[UUID, UUID]:

@@ -54,11 +54,13 @@ async def test_a_file_at_every_older_revision_upgrades_on_open_with_every_row_in
 ) -> None:
     path = built(revision)
     before = rows_of(path)
-    assert len(before["sessions"]) == 4 and len(before["events"]) > 50
+    forked = revision >= "0012"  # from 0012 on, a fork and an earlier branch too (fill_forked)
+    assert len(before["sessions"]) == (6 if forked else 4) and len(before["events"]) > 50
 
     async with SQLiteStorage(path) as storage:
         listed = await storage.list_sessions()
-    assert len(listed.sessions) == (3 if revision >= "0006" else 4)  # from 0006 on, the last is a subagent
+    # From 0006 on, the last is a subagent; an earlier branch is listed nowhere.
+    assert len(listed.sessions) == (3 if revision >= "0006" else 4) + forked
 
     assert migrate.current(path) == migrate.HEAD
     assert rows_of(path) == before
@@ -89,7 +91,9 @@ async def test_a_file_at_every_older_revision_upgrades_on_open_with_every_row_in
         messages = sum(1 for _, role, _, _ in described if role is not None)
         assert messages == len(before["events"]) - 2
         assert conn.execute("SELECT count(*) FROM transcript").fetchone() == (messages,)
-        assert conn.execute("SELECT sum(events) FROM session_overview").fetchone() == (len(before["events"]),)
+        # Each row once: a fork's count holds the forked_at events it shares (0012 on), counted in their own session.
+        own = "SELECT sum(events - coalesce(forked_at, 0)) FROM session_overview"
+        assert conn.execute(own).fetchone() == (len(before["events"]),)
         hits = conn.execute(
             "SELECT e.type FROM events_fts JOIN events e ON e.id = events_fts.rowid WHERE events_fts MATCH 'careful'"
         ).fetchall()

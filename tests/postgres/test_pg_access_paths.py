@@ -256,6 +256,8 @@ NAMED: dict[str, Any] = {
     "forked_at": 50,
     "branch_of": None,
     "branch": 5,
+    # A listing's page of ids (PAGE_USAGE): one session, the rest NULL, as a short page binds them.
+    **{f"sid{n}": SID if n == 0 else None for n in range(256)},
 }
 BY_TYPE: dict[str, Any] = {
     "text": SID,
@@ -280,7 +282,7 @@ def positional(sql: str) -> tuple[str, list[str]]:
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
-    return re.sub(r"(?<![:\w]):([a-z_]+)\b", number, sql), names
+    return re.sub(r"(?<![:\w]):([a-z_]\w*)\b", number, sql), names
 
 
 # Nodes that hand their rows on as they come (a Limit above them stops what is below early), and joins, whose outer

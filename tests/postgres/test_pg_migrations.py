@@ -294,3 +294,37 @@ def test_0009_refuses_a_database_that_is_not_utf8(pg_server: PostgresServer) -> 
         assert asyncio.run(fetch(url, "SELECT version_num FROM alembic_version")) == [("0008",)]  # nothing changed
     finally:
         pg_server.drop_database(name)
+
+
+def test_0013_checks_a_forks_key_at_commit_and_goes_back(pg_empty_url: str) -> None:
+    """A 0012 database's fork (with its key's SET NULL) upgrades in place to a key checked at commit with no
+    ``ON DELETE`` action, which refuses a delete of its parent made behind the storage's back (raw SQL), whole; the
+    downgrade puts SET NULL back; ``alembic check`` finds no drift at head."""
+    pgmigrate.migrate(pg_empty_url, "0012")
+    asyncio.run(
+        fetch(
+            pg_empty_url,
+            "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at,"
+            f" released, revision) VALUES ('{'c' * 32}', '/w', '[]', '[]', '{{}}', now(), now(), false, 0);"
+            "INSERT INTO sessions (session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at,"
+            f" released, revision, forked_from, forked_at) SELECT '{'d' * 32}', '/w', '[]', '[]', '{{}}', now(), now(),"
+            " false, 0, id, 0 FROM sessions",
+        )
+    )
+    key = "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'fk_sessions_forked_from_sessions'"
+    assert asyncio.run(fetch(pg_empty_url, key)) == [
+        ("FOREIGN KEY (forked_from) REFERENCES sessions(id) ON DELETE SET NULL",)
+    ]
+    assert pgmigrate.migrate(pg_empty_url) == "0012"
+    assert asyncio.run(fetch(pg_empty_url, key)) == [
+        ("FOREIGN KEY (forked_from) REFERENCES sessions(id) DEFERRABLE INITIALLY DEFERRED",)
+    ]
+    with pytest.raises(asyncpg.ForeignKeyViolationError, match="fk_sessions_forked_from_sessions"):
+        asyncio.run(fetch(pg_empty_url, f"DELETE FROM sessions WHERE session_id = '{'c' * 32}'; SELECT 1"))
+    forks = f"SELECT count(*) FROM sessions WHERE forked_from IS NOT NULL AND session_id = '{'d' * 32}'"
+    assert asyncio.run(fetch(pg_empty_url, forks)) == [(1,)]  # the delete was rolled back whole
+    alembic("-x", f"db={pg_empty_url}", "check")
+    pgmigrate.migrate(pg_empty_url, "0012", "downgrade")
+    assert asyncio.run(fetch(pg_empty_url, key)) == [
+        ("FOREIGN KEY (forked_from) REFERENCES sessions(id) ON DELETE SET NULL",)
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from uuid import UUID, uuid4
 
@@ -22,6 +23,7 @@ from pg_server import PostgresServer
 from sessionstore import (
     AccessDeniedError,
     EventContext,
+    ForkedByAnotherRoleError,
     ModelMessage,
     SessionRecord,
     SessionStore,
@@ -237,3 +239,62 @@ def test_a_role_without_the_grants_is_refused_by_name(crew: Team) -> None:
         assert "dan-secret" not in done.stderr
     finally:
         crew.server.psql(f"DROP ROLE {stranger}")
+
+
+async def test_a_delete_that_would_cut_short_another_roles_fork_is_refused_and_loses_nothing(crew: Team) -> None:
+    """Was: the administrator forks ann's session; ann cannot see that fork, so her delete could not give it the
+    events it shares first, and 0012's ``SET NULL`` cut the fork short without a word. Now (0013) the fork's key,
+    checked at commit, refuses her delete whole and by name, from the library and the command line; a retention
+    pass keeps that session and removes her others; the administrator's delete, which sees the fork, gives it its
+    events. Her own forks and earlier branches go on as before: her delete of a session with both goes through."""
+    ann_sid = await write(crew.url("ann"), "zeppelins")
+    async with PostgresStorage(crew.url("carol")) as carol:
+        fork_sid = await carol.fork(ann_sid)
+        whole = await carol.get_history(fork_sid)
+    assert [e.content for e in whole] == ["question about zeppelins", "answer about zeppelins"]
+
+    async with PostgresStorage(crew.url("ann")) as ann:
+        with pytest.raises(ForkedByAnotherRoleError, match="another role's fork of the session shares its events"):
+            await ann.drop_history(ann_sid)
+        assert await ann.get_history(ann_sid) == whole  # hers: untouched
+    code, _, err = cli(crew, "ann", "delete", ann_sid.hex)
+    assert code != 0 and "another role's fork of the session shares its events" in err, err
+    assert "ann-secret" not in err
+
+    # Her own session with an earlier branch (a rewrite kept what it replaced) and a fork of her own, and one more.
+    mine, other = await write(crew.url("ann"), "balloons"), await write(crew.url("ann"), "kites")
+    async with PostgresStorage(crew.url("ann")) as ann:
+        own_fork = await ann.fork(mine)
+        await ann.set_history(mine, [UserMessage("question about balloons"), ModelMessage("rewritten")])
+    branches = "SELECT count(*) FROM sessions WHERE branch_of IS NOT NULL"
+    assert await fetch(crew.url("carol"), branches) == [(1,)]
+
+    # A retention pass (the administrator sets the policy): ann's storage keeps the session carol's fork reads and
+    # removes her other old ones, the one with a branch and a fork of her own among them; her fork, recent, stays
+    # whole.
+    await fetch(crew.url("carol"), "UPDATE sessions SET updated_at = '2025-01-01'; SELECT 1")
+    await fetch(
+        crew.url("carol"), f"UPDATE sessions SET updated_at = now() WHERE session_id = '{own_fork.hex}'; SELECT 1"
+    )
+    assert "retention 1d" in cli(crew, "carol", "retention", "set", "1d")[1]
+    storage = PostgresStorage(crew.url("ann"))
+    storage.retention_every = 0.1
+    async with storage as ann:
+        deadline = time.monotonic() + 60
+        while {r.session_id for r in (await ann.list_sessions()).sessions} != {ann_sid.hex, own_fork.hex}:
+            assert time.monotonic() < deadline, "the policy was never applied"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # passes go on: it still stays
+        assert await ann.get_history(ann_sid) == whole
+        assert await ann.load_session(other) is None and await ann.load_session(mine) is None
+        assert [e.content for e in await ann.get_history(own_fork)] == [
+            "question about balloons",
+            "answer about balloons",
+        ]
+    assert await fetch(crew.url("carol"), branches) == [(0,)]  # the branch went with its session
+    assert cli(crew, "carol", "retention", "off")[0] == 0
+
+    async with PostgresStorage(crew.url("carol")) as carol:
+        await carol.drop_history(ann_sid)  # the administrator sees the fork: it is given its events first
+        assert await carol.get_history(fork_sid) == whole
+        assert await carol.load_session(ann_sid) is None

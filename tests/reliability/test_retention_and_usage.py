@@ -12,8 +12,9 @@ import asyncio
 import json
 import re
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -29,9 +30,12 @@ from sessionstore import (
     UserMessage,
     admin,
     in_session,
+    reads,
     records,
 )
+from sessionstore.backend import Backend, open_backend
 from sessionstore.errors import UsageError
+from sessionstore.schema.statements import USAGE_PAGE
 
 OLD = "'2025-01-01 00:00:00'"  # a literal either database reads as a time
 
@@ -99,6 +103,68 @@ async def test_the_total_counts_a_subagents_tokens_once(database: Database) -> N
     stats = await asyncio.to_thread(records.stats, database.where)
     assert stats.usage.tokens == Tokens(input=1090, output=45) and stats.usage.events == 2
     assert json.loads(cli(database, "stats", "--json").stdout)["usage"]["total"] == 1135
+
+
+class Counting:
+    """A real connection (a file's, or a server's) that counts the statements it is handed: what a listing costs in
+    round trips."""
+
+    def __init__(self, conn: reads.Connection) -> None:
+        self.conn, self.statements = conn, 0
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        self.statements += 1
+        return self.conn.execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any:
+        raise AssertionError("a listing writes nothing")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+
+async def test_a_listing_reads_its_sessions_usage_a_page_at_a_time(database: Database) -> None:
+    """Was: each listed session's usage was one more statement (10,000 sessions, 10,001 statements, each a round
+    trip on PostgreSQL). Now a page's usage is one statement (``queries.PAGE_USAGE``), for a listing's page
+    (``session/list``: the storage's and ACP's) and for the command line's whole listing (one per
+    ``USAGE_PAGE`` sessions), each session's tokens its own."""
+    async with database.storage():
+        pass  # the schema
+    count = USAGE_PAGE + 44  # a whole page of ids and a part of the next
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [(f"{n:032x}", database.time(start + timedelta(seconds=n))) for n in range(1, count + 1)]
+    columns = "session_id, cwd, additional_directories, mcp_servers, meta, created_at, updated_at, released, revision"
+    values = ", ".join(["(?, '/w', '[]', '[]', '{}', ?, ?, ?, 0)"] * count)
+    await database.rows(
+        f"INSERT INTO sessions ({columns}) VALUES {values}", *(v for sid, at in rows for v in (sid, at, at, False))
+    )
+    # Every session spends its row id in input tokens; the even ones one more, in a second usage event.
+    usage = "INSERT INTO events (session, position, type, payload, created_at, input_tokens, output_tokens) SELECT"
+    await database.rows(f"{usage} id, 0, 'token_usage', '{{}}', created_at, id, 1 FROM sessions")
+    await database.rows(f"{usage} id, 1, 'token_usage', '{{}}', created_at, 1, 0 FROM sessions WHERE id % 2 = 0")
+    ids = {str(sid): int(i) for sid, i in await database.rows("SELECT session_id, id FROM sessions")}
+    spent = {sid: Tokens(input=i + (i % 2 == 0), output=1) for sid, i in ids.items()}
+
+    def listings(backend: Backend) -> list[tuple[int, dict[str, Tokens]]]:
+        found = []
+        with backend.reading() as conn:
+            for listing in (
+                lambda c: list(reads.iter_sessions(c, where=backend.top_level)),  # list --json: every session
+                lambda c: list(reads.iter_sessions(c, where=backend.top_level, limit=5)),  # list -n 5
+                lambda c: reads.session_page(c, limit=50, top_level=backend.top_level).sessions,  # session/list
+            ):
+                counting = Counting(conn)
+                listed = listing(counting)
+                found.append((counting.statements, {r.session_id: r.usage for r in listed}))
+        return found
+
+    backend = open_backend(database.where)
+    (whole, every), (short, five), (paged, page) = await asyncio.to_thread(backend.run, listings, backend)
+    assert every == spent
+    assert len(five) == 5 and len(page) == 50
+    assert five.items() <= spent.items() and page.items() <= spent.items()
+    assert (whole, short, paged) == (3, 2, 2)  # the sessions, then their usage: USAGE_PAGE at a time
 
 
 async def test_a_policy_set_by_the_command_line_is_applied_by_a_running_storage(
