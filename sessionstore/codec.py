@@ -6,7 +6,9 @@ tagged as one-key objects: ``{"$bytes": base64}``, ``{"$datetime": iso}`` (in a
 named zone, or on the second pass of a repeated hour, ``{"$datetime": [iso,
 zone, fold]}``), ``{"$date": iso}``, ``{"$uuid": str}``, ``{"$tuple": [...]}``,
 ``{"$float": "nan"}`` (NaN and infinities: SQLite's JSON functions reject bare
-``NaN``) and ``{"$items": [[key, value], ...]}`` for dicts with non-string
+``NaN``), ``{"$bytearray": base64}``, ``{"$int": hex}`` (an int of more digits than
+Python writes in decimal, ``sys.get_int_max_str_digits()``; hex has no such limit)
+and ``{"$items": [[key, value], ...]}`` for dicts with non-string
 keys, and for a user dict that itself looks like a tag (one key starting with
 ``$``), so nothing is ambiguous.
 
@@ -168,7 +170,9 @@ def _encode_value(value: Any, path: str, extend: Callable[[Any, str], Any] | Non
         return [_encode_value(v, f"{path}[{i}]", extend) for i, v in enumerate(value)]
     if isinstance(value, tuple):
         return {"$tuple": [_encode_value(v, f"{path}[{i}]", extend) for i, v in enumerate(value)]}
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, bytearray):  # a type of its own: AG2 sends a bytearray to a model unlike bytes
+        return {"$bytearray": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (bytes, memoryview)):
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, datetime):
         zone = value.tzinfo
@@ -201,6 +205,10 @@ def _decode_tag(tag: str, inner: Any) -> Any:
     try:
         if tag == "$bytes":
             return base64.b64decode(inner, validate=True)
+        if tag == "$bytearray":
+            return bytearray(base64.b64decode(inner, validate=True))
+        if tag == "$int" and isinstance(inner, str):
+            return int(inner, 16)
         if tag == "$datetime":
             if isinstance(inner, list) and len(inner) == 3:
                 return _zoned(*inner)
@@ -444,9 +452,28 @@ def payload_text(fields: dict[str, Any]) -> str:
     """
     try:
         text = _dumps(fields)
-    except ValueError as exc:  # Python refuses to write an int of more than sys.get_int_max_str_digits() digits
-        raise EventEncodeError(f"cannot store the event: {exc}") from None
+    except ValueError:  # Python refuses to write an int of more than sys.get_int_max_str_digits() digits
+        fields = _long_ints_tagged(fields)
+        text = _dumps(fields)
     return text if text.isascii() or _utf8(text) else _dumps_ascii(fields)
+
+
+def _long_ints_tagged(value: Any) -> Any:
+    """Encoded ``value`` with every int Python will not write in decimal as ``{"$int": hex}``.
+
+    Only on the rare write that holds one (a tool computing a factorial), so the usual write pays nothing.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            str(value)
+        except ValueError:
+            return {"$int": hex(value)}
+        return value
+    if isinstance(value, dict):
+        return {k: _long_ints_tagged(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_long_ints_tagged(v) for v in value]
+    return value
 
 
 def _utf8(text: str) -> bool:
@@ -464,9 +491,13 @@ def _as_json(value: Any) -> str:
     # Compact, as SQLite's JSON functions write it: text computed in SQL from a
     # stored payload (the 0003 migration's) reads the same.
     try:
-        return _dumps(_encode_value(value, "value"))
+        encoded = _encode_value(value, "value")
     except (EventEncodeError, ValueError):
         return repr(value)
+    try:
+        return _dumps(encoded)
+    except ValueError:  # an int too long for decimal text (see payload_text)
+        return _dumps(_long_ints_tagged(encoded))
 
 
 def _as_text(value: Any) -> str | None:

@@ -41,6 +41,8 @@ NESTED: dict[str, Any] = {
     "tag_lookalike": {"$bytes": "not really"},
     "unicode": "héllo wörld ✓ 漢字 🎉",
     "big": 2**70,
+    "huge": -(10**5000),  # more digits than Python writes in decimal (sys.get_int_max_str_digits())
+    "bytearray": bytearray(b"\x00\xffraw"),
     "neg_zero": -0.5,
     "empty": {},
 }

@@ -914,9 +914,23 @@ def _build_path(name: str, text: Any) -> PurePath:
 def _as_json(value: Any) -> Any:
     """What AG2's default serializer gives a model for ``value`` (pydantic's JSON), as JSON values."""
     try:
-        return json.loads(to_json(value))
+        return json.loads(to_json(value), parse_int=_parse_int)
     except Exception:  # pydantic cannot serialize it: AG2 could not send it to a model either; keep its repr
         return repr(value)
+
+
+def _parse_int(digits: str) -> int:
+    """An int from JSON's decimal text, of any length: pydantic writes ints Python will not read back whole
+    (``sys.get_int_max_str_digits()``), so longer ones are read in pieces within that limit."""
+    try:
+        return int(digits)
+    except ValueError:
+        sign, digits = (-1, digits[1:]) if digits[:1] == "-" else (1, digits)
+        value = 0
+        for start in range(0, len(digits), 4000):
+            piece = digits[start : start + 4000]
+            value = value * 10 ** len(piece) + int(piece)
+        return sign * value
 
 
 def _in_order(items: set[Any] | frozenset[Any]) -> list[Any]:
@@ -1158,7 +1172,11 @@ def _data_text(data: Any) -> str:
     try:
         return json.dumps(data, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
+        pass
+    try:
         return str(data)
+    except ValueError:  # an int too long for Python's decimal text (sys.get_int_max_str_digits()); pydantic writes it
+        return to_json(data).decode()
 
 
 def _call_text(call: ToolCallEvent) -> str:

@@ -75,7 +75,27 @@ def as_bytes() -> bytes:
     return b"raw bytes"
 
 
-TOOLS = [as_model, as_dataclass, as_dict, as_list, as_str, as_int, as_float, as_none, as_bytes]
+def as_bytearray() -> bytearray:
+    return bytearray(b"raw bytearray")  # AG2 sends it as pydantic's JSON of it, a quoted string (bytes go bare)
+
+
+def as_huge_int() -> int:
+    return 10**5000  # more digits than Python writes in decimal by default (sys.get_int_max_str_digits())
+
+
+class Factorial(BaseModel):  # the application's own model, holding such an int
+    n: int
+    value: int
+
+
+def as_model_with_huge_int() -> Factorial:
+    return Factorial(n=5000, value=-(10**5000))
+
+
+TOOLS = [
+    *(as_model, as_dataclass, as_dict, as_list, as_str, as_int, as_float, as_none, as_bytes),
+    *(as_bytearray, as_huge_int, as_model_with_huge_int),
+]
 
 
 def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:

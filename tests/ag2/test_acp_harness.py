@@ -57,7 +57,7 @@ async def test_every_method_initialize_advertises_is_served_through_ag2s_harness
                 assert capabilities is not None and capabilities.load_session
                 advertised = capabilities.session_capabilities
                 assert advertised is not None
-                assert advertised.list and advertised.resume and advertised.close
+                assert advertised.list and advertised.resume and advertised.close and advertised.fork
 
                 sid = (await within(conn.new_session(cwd=PROJECT))).session_id
                 await within(conn.prompt(session_id=sid, prompt=[acp.text_block("When do figs ripen?")]))
@@ -75,6 +75,9 @@ async def test_every_method_initialize_advertises_is_served_through_ag2s_harness
                 assert replayed == ["When do figs ripen?", "Figs ripen in late summer."]
                 assert released(files.db, sid) == 0
                 await within(conn.prompt(session_id=sid, prompt=[acp.text_block("Thanks.")]))
+                forked = (await within(conn.fork_session(session_id=sid, cwd=PROJECT))).session_id
+                listed = await within(conn.list_sessions(cwd=PROJECT))
+                assert {s.session_id for s in listed.sessions} == {sid, forked}
 
                 # Both _meta guards hold on this connection: AG2's (prompt) and the one for the methods it adds.
                 for method, params in [
@@ -91,7 +94,10 @@ async def test_every_method_initialize_advertises_is_served_through_ag2s_harness
     # above, the client connection's 'acp.Sender.loop' task would still be pending.
     await asyncio.sleep(0)
     assert [t.get_name() for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
-    assert rows(files.db, "SELECT title, released FROM sessions") == [("Figs", 1)]
+    assert rows(files.db, "SELECT session_id, title, released, forked_from IS NOT NULL FROM sessions ORDER BY id") == [
+        (sid, "Figs", 1, 0),
+        (forked, "Figs", 1, 1),
+    ]
 
 
 async def test_session_list_says_where_a_fork_came_from_as_list_json_does(files: Files) -> None:

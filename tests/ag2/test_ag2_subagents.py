@@ -4,9 +4,10 @@ AG2 1.2.1 runs each tool call in a task of its own (``ToolExecutor.execute_tools
 ``run_task`` runs the subagent's ``ask`` inline there, so the subagent's ``save_event`` runs in that tool task;
 ``background_agent_tool`` runs ``run_task`` in a task ``spawn_background`` creates (``asyncio.create_task``), so
 there. Each is started from the turn's task, and ``run_task`` hands the subagent a copy of its parent's
-dependencies. The first tests check exactly that against the installed AG2; the last runs DurableACPAgent in a
-real process, driven by the SDK's client, with AG2's ``subagent_tool`` nested two deep, and reads the file back
-with the ``sessionstore`` command and the ``sqlite3`` shell.
+dependencies. The first tests check exactly that against the installed AG2; the last two run DurableACPAgent,
+driven by the SDK's client, with AG2's ``subagent_tool`` nested two deep: in a real process on a file, read back
+with the ``sessionstore`` command and the ``sqlite3`` shell, and in this process on a PostgreSQL server, read
+back with the ``sessionstore`` command.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from _acp_client import Files, agent_process, rows, sessionstore_cli, sqlite3_shell, within
+from _acp_agent import consult_advisor, researcher_tool
+from _acp_client import Files, agent_process, rows, served, sessionstore_cli, sqlite3_shell, within
 from _acp_model import ScriptedConfig, write_script
 from ag2 import Agent, Context
 from ag2.stream import MemoryStream
 from ag2.tools.subagents import background_agent_tool, subagent_tool
 
 from sessionstore import SQLiteStorage, in_session, records
-from sessionstore.ag2 import AG2Codec
+from sessionstore.ag2 import AG2Codec, DurableACPAgent
+from sessionstore.postgres import PostgresStorage
 
 PROJECT = "/home/me/orchard"
 
@@ -229,3 +232,77 @@ async def test_durable_agent_keeps_real_subagents_under_their_session_end_to_end
         await within(agent.conn.close_session(session_id=sid))
         assert sqlite3_shell(files.db, "SELECT count(*) FROM sessions; SELECT count(*) FROM events;") == "0\n0"
     assert "Traceback" not in files.stderr()
+
+
+async def test_durable_agent_on_postgresql_keeps_real_subagents_under_their_session(
+    files: Files, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on PostgreSQL: DurableACPAgent over a ``PostgresStorage`` (served in this process to the SDK's real
+    client), AG2's own subagent tools, and the installed ``sessionstore`` script reading the server back: listed
+    with their session only, shown under it, found naming it, pruned and closed away with it."""
+    files.script_steps(
+        [
+            *delegation("Count the kumquat trees", "Which tree needs pruning?", 1),
+            {"say": "The orchard has 12 kumquat trees."},
+            *delegation("Count the loquat trees", "Which tree needs water?", 2),
+            {"say": "The orchard has 7 loquat trees."},
+        ]
+    )
+    check = [{"tool": "task_checker", "arguments": {"objective": "Double-check the quokka census"}, "id": "chk"}]
+    subagent_scripts(
+        files,
+        researcher=[*check, {"say": "There are 12 kumquat trees"}, *check, {"say": "There are 7 loquat trees"}],
+        checker=[{"say": "The quokka census is confirmed"}] * 2,
+        advisor=[{"say": "The oldest one"}, {"say": "The youngest one"}],
+    )
+    for name, value in files.env().items():
+        monkeypatch.setenv(name, value)
+
+    def orchard() -> Agent:
+        return Agent(
+            "helper",
+            "You answer questions about fruit.",
+            config=ScriptedConfig(files.script, files.recording),
+            tools=[researcher_tool(), consult_advisor],
+        )
+
+    def cli(*args: str) -> str:
+        return sessionstore_cli("--db", pg_url, *args).stdout
+
+    async with PostgresStorage(pg_url, codec=AG2Codec()) as storage:
+        # -- retained: session/list, the command line and the server see the session, its subagents under it.
+        async with served(DurableACPAgent(orchard(), storage)) as client:
+            sid = await client.new(PROJECT)
+            assert (await client.say(sid, "Plan the orchard survey")).stop_reason == "end_turn"
+            assert [s.session_id for s in (await within(client.conn.list_sessions())).sessions] == [sid]
+            assert [s["session_id"] for s in json.loads(cli("list", "--json"))] == [sid]
+            tree = json.loads(cli("show", sid, "--json"))
+            research, advice = tree["subagents"]
+            assert (research["session"]["title"], research["session"]["parent_id"]) == ("Count the kumquat trees", sid)
+            assert (advice["session"]["title"], advice["session"]["parent_id"]) == ("Which tree needs pruning?", sid)
+            (check_one,) = research["subagents"]
+            assert check_one["session"]["parent_id"] == research["session"]["session_id"]
+            assert f"    subagent {research['session']['session_id'][:12]}  Count the kumquat trees" in cli("show", sid)
+            hits = json.loads(cli("search", "quokka", "census", "--json"))
+            assert {(h["session_id"], h["parent_id"]) for h in hits} == {
+                (check_one["session"]["session_id"], research["session"]["session_id"]),
+                (research["session"]["session_id"], sid),
+            }
+            await within(client.conn.close_session(session_id=sid))  # retained: kept, released, with its subagents
+        subagents = [UUID(hex=s["session"]["session_id"]) for s in (research, advice, check_one)]
+        assert [r.session_id for r in (await storage.list_sessions()).sessions] == [sid]
+        assert all([await storage.load_session(s) is not None for s in subagents])
+        # -- pruning the released session takes its subagents with it (nothing else is left on the server).
+        assert cli("prune", "--older-than", "0s", "--yes").splitlines()[0].startswith("deleted 1 session")
+        assert (await storage.list_sessions()).sessions == []
+        assert [await storage.load_session(s) for s in subagents] == [None, None, None]
+
+        # -- without retention, session/close deletes the session, and its subagents with it.
+        async with served(DurableACPAgent(orchard(), storage, retain_history=False)) as client:
+            sid = await client.new(PROJECT)
+            assert (await client.say(sid, "And the loquats?")).stop_reason == "end_turn"
+            tree = json.loads(cli("show", sid, "--json"))
+            assert len(tree["subagents"]) == 2 and len(tree["subagents"][0]["subagents"]) == 1
+            await within(client.conn.close_session(session_id=sid))
+        assert json.loads(cli("export", "--all").splitlines()[0])["format"] == "sessionstore-export"
+        assert len(cli("export", "--all").splitlines()) == 1  # nothing but the header: every subagent went too
