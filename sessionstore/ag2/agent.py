@@ -108,7 +108,7 @@ def _listed_meta(record: SessionRecord) -> dict[str, Any] | None:
     """A ``session/list`` entry's ``_meta``: what the session spent, summed in SQL (revision 0010), and where a fork
     came from (revision 0012); None when there is neither."""
     meta: dict[str, Any] = {}
-    if record.usage:
+    if record.usage and any(record.usage):  # a listing gives every session its Tokens, zeros included
         meta[USAGE_META] = usage_json(record.usage)
     if record.forked_from is not None:
         meta[FORK_META] = {"forked_from": record.forked_from, "forked_at": record.forked_at}

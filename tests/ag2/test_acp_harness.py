@@ -26,7 +26,7 @@ from ag2 import Agent
 from ag2.acp.testing import connect
 
 from sessionstore.ag2 import DurableACPAgent
-from sessionstore.ag2.agent import FORK_META, SET_TITLE_METHOD
+from sessionstore.ag2.agent import FORK_META, SET_TITLE_METHOD, USAGE_META
 
 PROJECT = "/home/me/orchard"
 INVALID_PARAMS = -32602
@@ -114,6 +114,7 @@ async def test_session_list_says_where_a_fork_came_from_as_list_json_does(files:
             await within(conn.close())
     assert set(listed) == {sid, fork}
     assert FORK_META not in listed[sid]
+    assert USAGE_META not in listed[sid]  # the scripted model reports no usage: no entry of zeros
     assert listed[fork][FORK_META] == {"forked_from": sid, "forked_at": 2}  # the prompt and the answer, shared
     done = subprocess.run(
         [sys.executable, "-m", "sessionstore.cli", "list", "--json", "--db", str(files.db)],
