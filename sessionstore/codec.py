@@ -413,8 +413,15 @@ def decode_all(codec: Codec, rows: Iterable[tuple[str, str]]) -> list[Any]:
 
     A long history makes tens of thousands of objects at once, which sets off
     full collections in the middle of decoding: for 10,000 events, 95 ms at worst
-    instead of 20 ms. None of them can be garbage before they are returned, so
-    the collector's work is only put off, to its next turn after this.
+    instead of 20 ms. None of them can be garbage before they are returned, and
+    they outlive the call (the caller holds them, the read cache keeps them): a pass
+    of the young generations over them would free nothing and only move them on.
+    So when the decoding alone filled the youngest generation past its threshold
+    (a pass would start at the next allocation), everything young goes straight to
+    the oldest generation, where the collector's full passes look at it as they
+    would have after two young ones: ``gc.freeze()`` then ``gc.unfreeze()``, two
+    list splices and no traversal (3 ms less for 10,000 events). Not while the
+    application keeps objects frozen itself: those stay frozen.
     """
     decode_rows = getattr(codec, "decode_rows", None)
     paused = gc.isenabled()
@@ -426,6 +433,9 @@ def decode_all(codec: Codec, rows: Iterable[tuple[str, str]]) -> list[Any]:
         return [decode(type_name, payload) for type_name, payload in rows]
     finally:
         if paused:
+            if gc.get_count()[0] > gc.get_threshold()[0] and not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

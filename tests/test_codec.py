@@ -359,3 +359,37 @@ def test_a_subclass_that_decodes_its_own_way_decodes_every_row_its_way() -> None
 
     rows = [codec.encode(ModelMessage("quiet"))] * 3
     assert Shouting().decode_rows(rows) == [ModelMessage("QUIET")] * 3
+
+
+def test_a_long_history_goes_straight_to_the_oldest_generation_and_frozen_objects_stay_frozen() -> None:
+    import gc
+
+    from sessionstore.codec import decode_all
+
+    rows = [codec.encode(ModelMessage(f"m{i}", metadata={"i": i})) for i in range(5000)]
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        decoded = decode_all(codec, rows)
+        young = gc.get_count()[0]
+        more = [[i] for i in range(100)]  # allocations that would set off the young pass over the events
+    finally:
+        gc.callbacks.remove(count)
+    assert young < gc.get_threshold()[0] and collections == []  # no pass over them, then or at the next allocation
+    assert gc.is_tracked(decoded[0]) and gc.isenabled() and more
+
+    frozen = [{"kept": "frozen"} for _ in range(10)]  # an application's own frozen objects
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        decode_all(codec, rows)
+        assert gc.get_freeze_count() == before  # none thawed, none of ours frozen
+    finally:
+        gc.unfreeze()
+    assert frozen
