@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone
@@ -11,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import uuid4
 
+import msgspec  # noqa: F401  (imported, decode_rows takes its quick path for a batch of any length)
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -393,3 +395,20 @@ def test_a_long_history_goes_straight_to_the_oldest_generation_and_frozen_object
     finally:
         gc.unfreeze()
     assert frozen
+
+
+def test_a_short_first_history_leaves_msgspec_unimported_and_a_long_one_imports_it() -> None:
+    """The import (~8 ms, once) pays for itself only over a long history: a cold start reading a short one skips it."""
+    code = (
+        "import sys\n"
+        "from sessionstore import JsonCodec, ModelMessage\n"
+        "from sessionstore.codec import QUICK_IMPORT, decode_all\n"
+        "codec = JsonCodec()\n"
+        "rows = [codec.encode(ModelMessage(str(i))) for i in range(QUICK_IMPORT)]\n"
+        "short = decode_all(codec, rows[:-1])\n"
+        "print('msgspec' in sys.modules)\n"
+        "long = decode_all(codec, rows)\n"
+        "print('msgspec' in sys.modules, short == long[:-1], long[-1] == ModelMessage(str(QUICK_IMPORT - 1)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True", "True"]
