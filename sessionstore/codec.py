@@ -272,9 +272,22 @@ def _hashable(key: Any) -> Any:
 
 
 QUICK_IMPORT = 5_000
-"""Rows from which a read imports msgspec, if nothing has yet: the import takes ~8 ms once per process, and
-msgspec saves ~1.5 us a row (:meth:`JsonCodec.decode_rows`), so a shorter history decodes sooner without it.
-Once it is imported (by a longer history, or by the application), every read uses it."""
+"""Rows from which a read imports msgspec (:func:`quick_ready`), if nothing has yet: the import takes ~8 ms once per
+process, and msgspec saves ~1.5 us a row (:meth:`JsonCodec.decode_rows`), so a shorter history decodes sooner
+without it. Once it is imported (by a longer history, or by the application), every read uses it."""
+
+
+def quick_ready(rows: int) -> None:
+    """Import msgspec before ``rows`` rows are decoded, if they are :data:`QUICK_IMPORT` or more.
+
+    For a storage's reader thread to call: decoding never imports it itself, because an import in the middle of
+    a read stalls the event loop (~8 ms, more on a busy machine), and with the import there the held-sessions
+    property test (tests/reliability/test_held_property.py) failed 3 runs in 8, never with msgspec imported
+    beforehand.
+    """
+    if rows >= QUICK_IMPORT and "msgspec" not in sys.modules:
+        import msgspec.json
+        import msgspec.structs  # noqa: F401
 
 
 class JsonCodec:
@@ -344,10 +357,9 @@ class JsonCodec:
         a class its plan builds directly is parsed by msgspec into its fields (:func:`_quick`); any other, or one
         that fails there, goes the way of :meth:`decode`, which then says what is wrong with it."""
         decode = self.decode
-        rows = rows if isinstance(rows, list) else list(rows)
-        # A subclass decodes its own way: each row goes through it. A short history before msgspec is imported
-        # (a process's first read, a cold start) decodes sooner without it: see QUICK_IMPORT.
-        if type(self).decode is not JsonCodec.decode or (len(rows) < QUICK_IMPORT and "msgspec" not in sys.modules):
+        # A subclass decodes its own way: each row goes through it. Without msgspec imported (quick_ready), every
+        # row goes the long way too: it is never imported here, in the middle of a read.
+        if type(self).decode is not JsonCodec.decode or "msgspec" not in sys.modules:
             return [decode(type_name, payload) for type_name, payload in rows]
         plans = self._plans
         out: list[BaseEvent] = []

@@ -397,18 +397,21 @@ def test_a_long_history_goes_straight_to_the_oldest_generation_and_frozen_object
     assert frozen
 
 
-def test_a_short_first_history_leaves_msgspec_unimported_and_a_long_one_imports_it() -> None:
-    """The import (~8 ms, once) pays for itself only over a long history: a cold start reading a short one skips it."""
+def test_msgspec_is_imported_before_a_long_history_only_and_never_by_decoding() -> None:
+    """The import (~8 ms, once) pays for itself only over a long history, and is made by the storage's reader
+    (quick_ready) before decoding: never in the middle of a read, on the event loop."""
     code = (
         "import sys\n"
         "from sessionstore import JsonCodec, ModelMessage\n"
-        "from sessionstore.codec import QUICK_IMPORT, decode_all\n"
+        "from sessionstore.codec import QUICK_IMPORT, decode_all, quick_ready\n"
         "codec = JsonCodec()\n"
         "rows = [codec.encode(ModelMessage(str(i))) for i in range(QUICK_IMPORT)]\n"
-        "short = decode_all(codec, rows[:-1])\n"
+        "quick_ready(len(rows) - 1)\n"
+        "slow = decode_all(codec, rows)\n"
         "print('msgspec' in sys.modules)\n"
-        "long = decode_all(codec, rows)\n"
-        "print('msgspec' in sys.modules, short == long[:-1], long[-1] == ModelMessage(str(QUICK_IMPORT - 1)))\n"
+        "quick_ready(len(rows))\n"
+        "quick = decode_all(codec, rows)\n"
+        "print('msgspec' in sys.modules, slow == quick, quick[-1] == ModelMessage(str(QUICK_IMPORT - 1)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True", "True", "True"]

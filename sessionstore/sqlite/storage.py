@@ -37,7 +37,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..codec import Codec, decode_all
+from ..codec import Codec, decode_all, quick_ready
 from ..durable import DELETE_SESSION, DurableStorage, Rewrite, event_row, fork_steps, replace_steps, run_steps
 from ..errors import StorageError, from_sqlite
 from ..schema import queries
@@ -108,6 +108,7 @@ def _history_and_size(
     if found is None:
         return None
     row_id, revision, rows = found
+    quick_ready(len(rows))  # here, not on the event loop
     return row_id, revision, rows, sum(map(len, map(itemgetter(1), rows)))  # in C: a third of a generator's time
 
 
