@@ -271,23 +271,17 @@ def _hashable(key: Any) -> Any:
     return key
 
 
-QUICK_IMPORT = 5_000
-"""Rows from which a read imports msgspec (:func:`quick_ready`), if nothing has yet: the import takes ~8 ms once per
-process, and msgspec saves ~1.5 us a row (:meth:`JsonCodec.decode_rows`), so a shorter history decodes sooner
-without it. Once it is imported (by a longer history, or by the application), every read uses it."""
+def quick_ready() -> None:
+    """Import msgspec, which :meth:`JsonCodec.decode_rows` parses with once it is imported (~8 ms, once per
+    process): for a storage to call as it opens, on its own thread, before it reads anything.
 
-
-def quick_ready(rows: int) -> None:
-    """Import msgspec before ``rows`` rows are decoded, if they are :data:`QUICK_IMPORT` or more.
-
-    For a storage's reader thread to call: decoding never imports it itself, because an import in the middle of
-    a read stalls the event loop (~8 ms, more on a busy machine), and with the import there the held-sessions
-    property test (tests/reliability/test_held_property.py) failed 3 runs in 8, never with msgspec imported
-    beforehand.
+    Decoding never imports it: not ``import sessionstore`` (which stays as light as it was), nor a read. With the
+    import made in the middle of a process's work (its first read, on the event loop or on a reader thread), the
+    held-sessions property test (tests/reliability/test_held_property.py) failed 3 runs in 8 and 1 in 6; with it
+    made before any session was touched, 0 in 14 (and main's code with its first read made 30 ms slower, 0 in 8).
     """
-    if rows >= QUICK_IMPORT and "msgspec" not in sys.modules:
-        import msgspec.json
-        import msgspec.structs  # noqa: F401
+    import msgspec.json
+    import msgspec.structs  # noqa: F401
 
 
 class JsonCodec:
