@@ -7,7 +7,8 @@
 
 Each store runs in a process of its own, all on bench/.venv's interpreter: ``this`` (this checkout's
 sessionstore), ``REV`` (the revision given by ``--against``, checked out into a temporary worktree and put first
-on that process's ``sys.path``; the process checks that it imported that copy), ``openai_sqlite`` and ``raw``.
+on that process's ``sys.path``; the process checks that it imported that copy; its migrations are this
+checkout's, so REV must have the same ones), ``openai_sqlite`` and ``raw``.
 Each writes its own file once with its own bulk write (``workloads.prepare_d``) and reads it once unmeasured;
 then in every round each takes one sample of ``workloads.sample_d``, the bench's (d) itself (a fresh store
 object on the file, the read timed from the call to the returned list), after ``gc.collect()``, in the
