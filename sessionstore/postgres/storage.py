@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ..codec import TOKEN_COLUMNS, Codec
+from ..codec import TOKEN_COLUMNS, Codec, decode_all
 from ..durable import DELETE_SESSION, DurableStorage, Rewrite, Steps, event_row, fork_steps, replace_steps
 from ..errors import AccessDeniedError, DatabaseUnavailableError, StorageError
 from ..schema import queries
@@ -711,8 +711,7 @@ class PostgresStorage(DurableStorage[Pool]):
                 return await pg.fetch(conn, queries.FORK_EVENTS_POSTGRESQL, {"id": rows[0][0]})
             return [(r[2], r[3]) for r in rows if r[2] is not None]
 
-        decode = self.codec.decode
-        return [decode(type_name, payload) for type_name, payload in await self._read_async(read)]
+        return decode_all(self.codec, await self._read_async(read))
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""

@@ -33,10 +33,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..codec import Codec, decode_all
+from ..codec import Codec, decode_all, quick_ready
 from ..durable import DELETE_SESSION, DurableStorage, Rewrite, event_row, fork_steps, replace_steps, run_steps
 from ..errors import StorageError, from_sqlite
 from ..schema import queries
@@ -107,7 +108,7 @@ def _history_and_size(
     if found is None:
         return None
     row_id, revision, rows = found
-    return row_id, revision, rows, sum(len(payload) for _, payload in rows)
+    return row_id, revision, rows, sum(map(len, map(itemgetter(1), rows)))  # in C: a third of a generator's time
 
 
 def _close_readers(readers: ThreadPoolExecutor | None, opened: list[sqlite3.Connection]) -> None:
@@ -253,6 +254,7 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         reader = self._reader()
         self._clear_dead_holders(reader)
         self._idle_readers.put(reader)
+        quick_ready()  # before any read, off the event loop
         return reader.execute(queries.NEXT_MARK, {"batch": 1}).fetchone()[0] is not None, deleted_mark(reader)
 
     def _clear_dead_holders(self, reader: sqlite3.Connection) -> None:
