@@ -260,6 +260,7 @@ EXCEPTION_NAMES: Final[Mapping[type[BaseException], str]] = MappingProxyType(
                 errors.SchemaTooNewError,
                 errors.SchemaOutOfDateError,
                 errors.MigrationError,
+                errors.DowngradeRefusedError,
                 errors.DatabaseNotFoundError,
                 errors.NoSuchSessionError,
                 errors.AmbiguousSessionIdError,

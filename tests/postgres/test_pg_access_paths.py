@@ -57,6 +57,7 @@ WHOLE_DATABASE = {
     "queries.NEXT_STALE": "stats, retention show: the oldest session not stale yet",
     "queries.STALE_SESSIONS": "retention and its forecast: the stale sessions, oldest first, by the updated_at index",
     "backend.check": "check: one row of each view, to see that it works (its name filled in at run time)",
+    "migrate.refuse_dropping_sessions#2": "db downgrade base: whether any session is left to lose (its first row)",
 }
 # Not statements of their own: parts the statements below are made of (each composed use is found and checked).
 FRAGMENTS = {
