@@ -283,10 +283,9 @@ def quick_ready() -> None:
     """Import msgspec, which :meth:`JsonCodec.decode_rows` parses with once it is imported (~8 ms, once per
     process): for a storage to call as it opens, on its own thread, before it reads anything.
 
-    Decoding never imports it: not ``import sessionstore`` (which stays as light as it was), nor a read. With the
-    import made in the middle of a process's work (its first read, on the event loop or on a reader thread), the
-    held-sessions property test (tests/reliability/test_held_property.py) failed 3 runs in 8 and 1 in 6; with it
-    made before any session was touched, 0 in 14 (and main's code with its first read made 30 ms slower, 0 in 8).
+    Decoding never imports it: not ``import sessionstore`` (which stays as light as it was), nor a read, so no
+    read (on the event loop, perhaps) pays the import. Until it is imported, every row goes :meth:`JsonCodec.decode`'s
+    way, which gives the same events.
     """
     import msgspec.json
     import msgspec.structs  # noqa: F401
