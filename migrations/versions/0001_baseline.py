@@ -29,12 +29,13 @@ down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Count every change to a session's events, hand edits in sqlite3 included.
-COUNTING = Group(
-    Trigger(
-        "events_revision_insert",
-        "AFTER INSERT ON events BEGIN UPDATE sessions SET revision = revision + 1 WHERE id = NEW.session; END",
-    ),
+# Count every change to a session's events, hand edits in sqlite3 included. (From 0014 an append is counted by the
+# session's length instead, and the insert trigger is gone: each is its own constant so that 0014 can name it.)
+COUNT_INSERTS = Trigger(
+    "events_revision_insert",
+    "AFTER INSERT ON events BEGIN UPDATE sessions SET revision = revision + 1 WHERE id = NEW.session; END",
+)
+COUNT_CHANGES = Group(
     Trigger(
         "events_revision_update",
         "AFTER UPDATE ON events BEGIN "
@@ -45,6 +46,7 @@ COUNTING = Group(
         "AFTER DELETE ON events BEGIN UPDATE sessions SET revision = revision + 1 WHERE id = OLD.session; END",
     ),
 )
+COUNTING = Group(COUNT_INSERTS, COUNT_CHANGES)
 
 
 def _counting(change: str, tables: str, rows: str) -> Group:
@@ -68,8 +70,8 @@ def _counting(change: str, tables: str, rows: str) -> Group:
     )
 
 
-PG_COUNTING = Group(
-    _counting("INSERT", "NEW TABLE AS new_rows", "SELECT id, session FROM new_rows"),
+PG_COUNT_INSERTS = _counting("INSERT", "NEW TABLE AS new_rows", "SELECT id, session FROM new_rows")
+PG_COUNT_CHANGES = Group(
     _counting(
         "UPDATE",
         "OLD TABLE AS old_rows NEW TABLE AS new_rows",
@@ -77,6 +79,7 @@ PG_COUNTING = Group(
     ),
     _counting("DELETE", "OLD TABLE AS old_rows", "SELECT id, session FROM old_rows"),
 )
+PG_COUNTING = Group(PG_COUNT_INSERTS, PG_COUNT_CHANGES)
 
 # A session id is 32 lowercase hex digits.
 SESSION_ID_HEX = {

@@ -100,13 +100,15 @@ NEW_SESSION = queries.NEW_SESSION_POSTGRESQL
 # An append in one statement, one round trip, committed on its own: lock the session's row (making it if it is
 # missing, stamping updated_at if stale), then insert the event at the next position. One statement has one
 # snapshot, taken before it waited for the lock: if another writer of the session committed in between, the
-# next position computed here would be stale. Every change to a session's events also updates its row (the
-# revision-counting trigger), so the locked row (always the newest version) then differs from the row as this
-# statement's snapshot has it: no event is inserted, nothing is returned, and the caller appends the long way
-# (the lock first, then the position, in two statements). ON CONFLICT stands behind it all the same. A row made
-# here is made under the session the stream was opened from ($9, its id, or NULL); when that one has no row,
-# nothing is made and the long way says why. A fork's first event goes at its forked_at; a row made by the
-# statement itself is not in its snapshot, and starts at 0 (only fork makes a row that starts later).
+# next position computed here would be stale. An append there took that position: the unique key on (session,
+# position) sees it committed, ON CONFLICT inserts nothing, and nothing is returned. Any other change to the
+# session's events updates its row (the revision-counting triggers; appends are not counted, revision 0014), so
+# the locked row (always the newest version) then differs from the row as this statement's snapshot has it:
+# nothing is inserted either. Either way the caller appends the long way (the lock first, then the position, in
+# two statements). A row made here is made under the session the stream was opened from ($9, its id, or NULL);
+# when that one has no row, nothing is made and the long way says why. A fork's first event goes at its
+# forked_at; a row made by the statement itself is not in its snapshot, and starts at 0 (only fork makes a row
+# that starts later).
 APPEND_ONE = """
 WITH locked AS (
     SELECT id, updated_at, xmin::text AS version FROM sessions WHERE session_id = $1 AND NOT ({HELD}) FOR UPDATE
@@ -136,8 +138,8 @@ RETURNING position
 # wait for a connection: APPEND_ONE for each session ($1: their ids, distinct; $9: the sessions they were opened
 # from), all else alike, and the ids appended returned. A session whose row another transaction holds locked is
 # skipped (SKIP LOCKED: a batch never waits for one session's writer), as is one another writer changed
-# meanwhile; the caller appends those the long way, one by one. The trigger that counts revisions runs once for
-# the whole statement.
+# meanwhile (a change the revision counts, or an append whose position ON CONFLICT finds taken); the caller
+# appends those the long way, one by one.
 APPEND_MANY = """
 WITH input AS (
     SELECT * FROM unnest($1::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],

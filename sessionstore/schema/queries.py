@@ -77,6 +77,7 @@ __all__ = [
     "SEARCH_POSTGRESQL",
     "SESSION_COUNT",
     "SESSION_IDS",
+    "SESSION_STATE",
     "SESSION_USAGE",
     "SETTING",
     "SET_BRANCH_OF",
@@ -105,6 +106,14 @@ __all__ = [
 FIND_SESSION = (
     "SELECT sessions.id, sessions.revision, sessions.updated_at, sessions.forked_from FROM sessions WHERE "
     "sessions.session_id = :sid"
+)
+
+# FIND_SESSION and the session's length: what a write on SQLite checks its read cache against (the revision counts every
+# change but an append, the length every append); and its holder's mark.
+SESSION_STATE = (
+    "SELECT sessions.id, sessions.revision, sessions.updated_at, sessions.forked_from, coalesce((SELECT "
+    "max(events.position) + 1 AS anon_1 FROM events WHERE events.session = sessions.id), sessions.forked_at, 0) AS "
+    "length, sessions.held_by FROM sessions WHERE sessions.session_id = :sid"
 )
 
 # A session written to before it was ever saved (a storage used without the registry, a subagent's stream) gets a bare

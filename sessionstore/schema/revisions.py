@@ -46,7 +46,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0013"
+HEAD = "0014"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -118,7 +118,7 @@ def judge_revision(
 
 
 OBJECTS_AT_HEAD = (
-    "0001.COUNTING",
+    "0001.COUNT_CHANGES",
     "0008.TRANSCRIPT",
     "0012.SESSION_OVERVIEW",
     "0008.EVENTS_FTS",
@@ -128,7 +128,7 @@ OBJECTS_AT_HEAD = (
 """The views, triggers and full-text index a file at :data:`HEAD` has, named as their revisions define them
 (``migrations/sqlobjects.py``). A revision that replaces one names its new definition here."""
 OBJECTS_AT_HEAD_POSTGRESQL = (
-    "0001.PG_COUNTING",
+    "0001.PG_COUNT_CHANGES",
     "0002.PG_FUNCTIONS",
     "0008.PG_TRANSCRIPT",
     "0012.PG_SESSION_OVERVIEW",

@@ -314,6 +314,15 @@ def _append_event(t: Schema) -> Any:
     )
 
 
+def _session_state(t: Schema) -> Any:
+    e, s = t.events, t.sessions
+    # The position the session's next event takes: after its own last row, or a fork's forked_at, or 0. It is also
+    # its history's length, which tells an append apart (revision 0014: appends no longer count in the revision).
+    after = select(func.max(e.c.position) + 1).where(e.c.session == s.c.id).scalar_subquery()
+    length = func.coalesce(after, s.c.forked_at, 0).label("length")
+    return select(s.c.id, s.c.revision, s.c.updated_at, s.c.forked_from, length, s.c.held_by).where(_sid(s))
+
+
 def _insert_event(t: Schema) -> Any:
     e = t.events
     # inline(): no RETURNING of the new row's id, which PostgreSQL's compiler would add.
@@ -726,6 +735,13 @@ STATEMENTS: list[Statement | Alias | Section] = [
         lambda t: select(
             t.sessions.c.id, t.sessions.c.revision, t.sessions.c.updated_at, t.sessions.c.forked_from
         ).where(_sid(t.sessions)),
+    ),
+    Statement(
+        "SESSION_STATE",
+        "FIND_SESSION and the session's length: what a write on SQLite checks its read cache against (the revision"
+        " counts every change but an append, the length every append); and its holder's mark.",
+        _session_state,
+        ("sqlite",),
     ),
     Statement(
         "NEW_SESSION",

@@ -22,7 +22,7 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   project's machine, more than half of what an append costs now), at the price
   of the loop waiting for the commit's fsync (typically 0.1-0.3 ms here).
 * on the writer thread otherwise: the first :data:`RECOVERY_COMMITS` writes
-  (the first opens the connection), more writes at once than
+  (the connection is opened as the storage opens), more writes at once than
   :data:`LOOP_BATCH`, a write larger than :data:`LOOP_WRITE_ROWS` rows or
   :data:`LOOP_WRITE_SIZE` characters (:func:`will_write`), background work
   (indexing new events, merging the index), a write while another process holds the write lock
@@ -207,6 +207,12 @@ class WriteLane:
         # The busy timeout the connection was opened with, and whether the loop's settings are in force.
         self._busy_ms = 0
         self._loop_settings = False
+
+    def start(self) -> None:
+        """Open the write connection now, on the writer thread, without waiting for it: the first write then
+        finds it open (it took ~1 ms of that write's time), and a write submitted meanwhile queues behind it."""
+        assert self._thread is not None
+        self._thread.submit(self._open_quietly)
 
     async def submit(self, work: Work[T], *, background: bool = False) -> T:
         """Queue ``work``; return its result once the transaction holding it has committed.
@@ -407,13 +413,10 @@ class WriteLane:
         """Run ``jobs`` in one transaction, timed (:meth:`_judge`); on failure, each alone so one bad write fails
         alone."""
         try:
-            if self._conn is None:
-                self._conn = self._connect()
-                self._busy_ms = int(self._conn.execute("PRAGMA busy_timeout").fetchone()[0])
-                self._loop_settings = True  # neither setting is the writer thread's yet: both are set next
+            opened = self._open_connection()
             self._settings(on_loop=False)
             _size.start(on_loop=False)
-            with transaction(self._conn, self._path) as conn:
+            with transaction(opened, self._path) as conn:
                 started = time.perf_counter()  # the lock is held: waiting for it is not the disk's time
                 outcomes: list[tuple[Any, AfterCommit] | BaseException] = [job.work(conn) for job in jobs]
             self._judge(jobs, time.perf_counter() - started)
@@ -422,6 +425,20 @@ class WriteLane:
             if len(jobs) > 1:
                 return [self._commit([job])[0] for job in jobs]
             return [from_sqlite(exc, self._path) if isinstance(exc, sqlite3.Error) else exc]
+
+    def _open_connection(self) -> sqlite3.Connection:
+        """The write connection, opened if it is not."""
+        if self._conn is None:
+            conn = self._connect()
+            self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            self._loop_settings = True  # neither setting is the writer thread's yet: both are set next
+            self._conn = conn
+        return self._conn
+
+    def _open_quietly(self) -> None:
+        """:meth:`_open_connection`, a failure left for the first write to meet (and report) when it tries again."""
+        with contextlib.suppress(Exception):
+            self._open_connection()
 
     def _judge(self, jobs: Sequence[_Job], seconds: float) -> None:
         """Count a commit on the writer thread: quick ones in a row let the loop's thread commit again. Only a

@@ -7,7 +7,7 @@ from itertools import chain, repeat
 
 from ..schema import queries
 
-__all__ = ["history", "recent", "stored_events"]
+__all__ = ["State", "history", "recent", "stored_events"]
 
 
 def _is_bad_utf8(exc: sqlite3.Error) -> bool:
@@ -22,30 +22,36 @@ def _texts(type_name: bytes | None, payload: bytes | None) -> tuple[str | None, 
     return type_name.decode("utf-8", "replace"), payload.decode("utf-8", "replace")
 
 
-def history(conn: sqlite3.Connection, sid: str) -> tuple[int, int, list[tuple[str, str]]] | None:
-    """A session's ``(row id, revision, [(type, payload), ...])`` in order, or ``None`` if it has no row.
+State = tuple[int, int, int]
+"""A session's ``(row id, revision, length)``, read in one snapshot: its history is the same as when last seen
+while all three are (the revision counts every change but an append, the length every append; revision 0014)."""
 
-    Two statements in one read transaction, so the revision and the events come
+
+def history(conn: sqlite3.Connection, sid: str) -> tuple[State, list[tuple[str, str]]] | None:
+    """A session's ``((row id, revision, length), [(type, payload), ...])`` in order, or ``None`` if it has no row.
+
+    Two statements in one read transaction, so the state and the events come
     from one snapshot; the events' rows are SQLite's own tuples, handed on as
     they are (for a 10,000-event history, a fifth less time than one joined
     statement that repeats the session's columns on every row).
     """
     conn.execute("BEGIN")
     try:
-        found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
+        found = conn.execute(queries.SESSION_STATE, {"sid": sid}).fetchone()
         if found is None:
             return None
-        return int(found[0]), int(found[1]), stored_events(conn, int(found[0]), forked=found[3] is not None)
+        rows = stored_events(conn, int(found[0]), forked=found[3] is not None)
+        return (int(found[0]), int(found[1]), int(found[4])), rows
     finally:
         conn.execute("COMMIT")
 
 
-def recent(conn: sqlite3.Connection, sid: str, last: int) -> tuple[int, int, list[tuple[str, str]]] | None:
-    """A session's ``(row id, revision, [(type, payload), ...])`` of its newest ``last`` events, oldest first, or
-    ``None`` if it has no row: as :func:`history`, one snapshot, so the revision is that of the rows read."""
+def recent(conn: sqlite3.Connection, sid: str, last: int) -> tuple[State, list[tuple[str, str]]] | None:
+    """A session's ``((row id, revision, length), [(type, payload), ...])`` of its newest ``last`` events, oldest
+    first, or ``None`` if it has no row: as :func:`history`, one snapshot, so the state is that of the rows read."""
     conn.execute("BEGIN")
     try:
-        found = conn.execute(queries.FIND_SESSION, {"sid": sid}).fetchone()
+        found = conn.execute(queries.SESSION_STATE, {"sid": sid}).fetchone()
         if found is None:
             return None
         if found[3] is not None:  # a fork: its segments' newest rows
@@ -53,7 +59,7 @@ def recent(conn: sqlite3.Connection, sid: str, last: int) -> tuple[int, int, lis
             rows = _rows(conn, queries.FORK_RECENT, queries.FORK_RECENT_BYTES, params)
         else:
             rows = _rows(conn, queries.RECENT_EVENTS, queries.RECENT_EVENTS_BYTES, {"sid": sid, "last": last})
-        return int(found[0]), int(found[1]), rows
+        return (int(found[0]), int(found[1]), int(found[4])), rows
     finally:
         conn.execute("COMMIT")
 

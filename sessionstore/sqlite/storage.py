@@ -15,8 +15,8 @@ How it keeps conversations safe:
 * ``set_history`` writes only what changed: the common prefix of the stored
   and the new history is left alone. An unchanged event is recognised as the
   same object when the codec's events are frozen, else by its stored text;
-  either way checked against ``sessions.revision``, so a change made by
-  another process (or by hand) is never missed.
+  either way checked against the session's revision and length, so a change
+  made by another process (or by hand) is never missed.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from .connect import (
 from .holds import Holds
 from .lane import Work, WriteLane, size_unknown, will_write
 from .migrate import prepare
-from .reads import history, recent, stored_events
+from .reads import State, history, recent, stored_events
 from .search import index_new_events, merge_index
 
 __all__ = ["SQLiteStorage"]
@@ -99,7 +99,7 @@ and given back at once."""
 
 def _history_and_size(
     conn: sqlite3.Connection, sid: str, last: int | None
-) -> tuple[int, int, list[tuple[str, str]], int] | None:
+) -> tuple[State, list[tuple[str, str]], int] | None:
     """:func:`~sessionstore.sqlite.reads.history` (or, with ``last``, :func:`~sessionstore.sqlite.reads.recent`),
     and the size of its payloads (what the cache counts), summed on the reader's thread while the rows it just
     made are in that core's cache: on the event loop's thread, for a history of 10,000 events, 1.7-2 ms instead
@@ -107,8 +107,12 @@ def _history_and_size(
     found = history(conn, sid) if last is None else recent(conn, sid, last)
     if found is None:
         return None
-    row_id, revision, rows = found
-    return row_id, revision, rows, sum(map(len, map(itemgetter(1), rows)))  # in C: a third of a generator's time
+    state, rows = found
+    return state, rows, sum(map(len, map(itemgetter(1), rows)))  # in C: a third of a generator's time
+
+
+def _matches(cached: _Cached, state: State) -> bool:
+    return cached.row_id == state[0] and cached.revision == state[1] and len(cached.items) == state[2]
 
 
 def _close_readers(readers: ThreadPoolExecutor | None, opened: list[sqlite3.Connection]) -> None:
@@ -120,7 +124,8 @@ def _close_readers(readers: ThreadPoolExecutor | None, opened: list[sqlite3.Conn
 
 @dataclass(slots=True)
 class _Cached:
-    """What this process last saw of a session's events, valid while (row id, revision) match.
+    """What this process last saw of a session's events, valid while its (row id, revision, length) match the
+    session's (:data:`~sessionstore.sqlite.reads.State`; the length is the number of items).
 
     ``items`` are the event objects when the codec's events are frozen (handed
     out again, and an unchanged event is the same object), else their stored
@@ -235,6 +240,7 @@ class SQLiteStorage(DurableStorage[WriteLane]):
             raise
         self._readers = readers
         lane = WriteLane(self.path, self._connection, self._cache_lock)
+        lane.start()
         self._closing = asyncio.Event()
         if trailing:  # left behind by a writer that stopped without closing
             self._start_indexing()
@@ -445,14 +451,15 @@ class SQLiteStorage(DurableStorage[WriteLane]):
     @staticmethod
     def _ensure_session(
         conn: sqlite3.Connection, stream_id: StreamId, parent: StreamId | None, now: datetime, stamp: str
-    ) -> tuple[int, int, int | None]:
-        """The session's (row id, revision, forked_from), creating the row if needed and stamping ``updated_at``.
+    ) -> tuple[State, int | None, str | None]:
+        """The session's state, ``forked_from`` and holder's mark, creating the row if needed and stamping
+        ``updated_at``.
 
         A row made here is made under ``parent``'s (the session the stream was opened from, which must have
         one; :func:`~sessionstore.storage.opened_from`). ``stamp`` is ``now`` as stored text, which the caller
         also writes on its rows.
         """
-        row = conn.execute(queries.FIND_SESSION, {"sid": stream_id.hex}).fetchone()
+        row = conn.execute(queries.SESSION_STATE, {"sid": stream_id.hex}).fetchone()
         if row is None:
             parent_row = None
             if parent is not None:
@@ -461,10 +468,10 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                     raise missing_parent(stream_id, parent)
                 parent_row = found[0]
             made = conn.execute(queries.NEW_SESSION, {"sid": stream_id.hex, "parent": parent_row, "now": stamp})
-            return int(made.fetchone()[0]), 0, None
+            return (int(made.fetchone()[0]), 0, 0), None, None
         if row[2] < utc_text(now - UPDATED_AT_SLACK):
             conn.execute(queries.STAMP_SESSION, {"now": stamp, "id": row[0]})
-        return int(row[0]), int(row[1]), row[3]
+        return (int(row[0]), int(row[1]), int(row[4])), row[3], row[5]
 
     def _cache_put(self, sid: str, entry: _Cached) -> None:
         """Keep ``entry`` as the latest, and let the oldest go while the cache stands for more than its bound."""
@@ -483,16 +490,15 @@ class SQLiteStorage(DurableStorage[WriteLane]):
 
     def _cache_grow(self, entry: _Cached, item: Any, size: int) -> None:
         entry.items.append(item)
-        entry.revision += 1
         entry.size += size
         self._cached_bytes += size
         while self._cached_bytes > self.cache_bytes and self._cache:
             self._cached_bytes -= self._cache.popitem(last=False)[1].size
 
-    def _cached(self, sid: str, row_id: int, revision: int) -> _Cached | None:
+    def _cached(self, sid: str, state: State) -> _Cached | None:
         with self._cache_lock:
             cached = self._cache.get(sid)
-        return cached if cached is not None and cached.row_id == row_id and cached.revision == revision else None
+        return cached if cached is not None and _matches(cached, state) else None
 
     # -- Storage ----------------------------------------------------------------------------
 
@@ -509,14 +515,18 @@ class SQLiteStorage(DurableStorage[WriteLane]):
             will_write(1, len(payload))
             now = datetime.now(UTC)
             stamp = utc_text(now)
-            row_id, revision, _ = self._ensure_session(conn, stream_id, parent, now, stamp)
-            self._refuse_held(conn, row_id, sid)
-            conn.execute(queries.APPEND_EVENT, {**row, "id": row_id, "now": stamp})
+            state, _, marked = self._ensure_session(conn, stream_id, parent, now, stamp)
+            row_id, _, length = state
+            if marked is not None:
+                self._refuse_held(conn, row_id, sid)
+            # At the session's length, read under the write lock taken with the transaction: nobody else can
+            # append in between.
+            conn.execute(queries.INSERT_EVENT, {**row, "id": row_id, "position": length, "now": stamp})
             self._written_events += 1
 
             def after_commit() -> None:
                 cached = self._cache.get(sid)
-                if cached is not None and cached.row_id == row_id and cached.revision == revision:
+                if cached is not None and _matches(cached, state):
                     self._cache_grow(cached, item, len(payload))
                 else:
                     self._cache_drop(sid)
@@ -532,8 +542,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         ``last`` that is not a whole number of zero or more).
 
         A window is read by itself, one range of an index however long the history (the events before it are
-        never read nor decoded), in one snapshot with the session's revision. The read cache: a window is cut from
-        the cached history when that history is the one on disk at the window's revision (so never stale after
+        never read nor decoded), in one snapshot with the session's state. The read cache: a window is cut from
+        the cached history when that history is the one on disk at the window's state (so never stale after
         another process wrote), else decoded from its rows; a window shorter than ``last`` is the whole history
         and is cached as a full read is. Any other window leaves the cache as it was: it is not a history
         ``set_history`` could compare against.
@@ -545,16 +555,16 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         found = await self._read(_history_and_size, sid, last)
         if found is None:
             return []
-        row_id, revision, rows, size = found
+        state, rows, size = found
         frozen = self.codec.frozen_events
         if frozen:
-            cached = self._cached(sid, row_id, revision)
+            cached = self._cached(sid, state)
             if cached is not None:
                 return newest(cached.items, last)
         events = decode_all(self.codec, rows)
         if last is None or len(rows) < last:  # the whole history
             with self._cache_lock:
-                self._cache_put(sid, _Cached(row_id, revision, list(events) if frozen else rows, size))
+                self._cache_put(sid, _Cached(state[0], state[1], list(events) if frozen else rows, size))
         return events
 
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
@@ -569,12 +579,14 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             now_dt = datetime.now(UTC)
             now = utc_text(now_dt)
-            row_id, revision, forked_from = self._ensure_session(conn, stream_id, parent, now_dt, now)
-            self._refuse_held(conn, row_id, sid)
-            cached = self._cached(sid, row_id, revision)
+            state, forked_from, marked = self._ensure_session(conn, stream_id, parent, now_dt, now)
+            row_id, _, length = state
+            if marked is not None:
+                self._refuse_held(conn, row_id, sid)
+            cached = self._cached(sid, state)
             if cached is None:
-                if revision:
-                    size_unknown()  # the stored history is read first (revision 0: it has never had an event)
+                if length:
+                    size_unknown()  # the stored history is read first
                 stored = stored_events(conn, row_id, forked=forked_from is not None)
                 stored_count = len(stored)
                 keep = rewrite.unchanged(stored)
@@ -584,7 +596,7 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                 keep = rewrite.unchanged(cached.items, objects=self.codec.frozen_events)
                 kept_size = cached.size * keep // stored_count if stored_count else 0
             will_write(stored_count - keep + len(new) - keep)
-            changes = 0
+            revision = state[1]
             if keep < stored_count:
                 forked_at = None
                 if forked_from is not None:
@@ -599,21 +611,22 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                     now=now,
                     new_sid=_new_sid,
                 )
-                changes += run_steps(steps, conn.execute)
+                run_steps(steps, conn.execute)
+                # The revision as the steps leave it (their deletes and moves, counted by the triggers).
+                revision = int(conn.execute(queries.SESSION_STATE, {"sid": sid}).fetchone()[1])
             rows = []
             for row in rewrite.rows(row_id, keep, now):
                 will_write(0, len(row["payload"]))
                 rows.append(row)
             if rows:
                 conn.executemany(queries.INSERT_EVENT, rows)
-                changes += len(rows)
                 self._written_events += len(rows)
 
             size = kept_size + sum(len(str(row["payload"])) for row in rows)
 
             def after_commit() -> None:
                 items = new if rewrite.encoded is None else rewrite.encoded
-                self._cache_put(sid, _Cached(row_id, revision + changes, items, size))
+                self._cache_put(sid, _Cached(row_id, revision, items, size))
 
             return None, after_commit
 
@@ -731,7 +744,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
 
     def _refuse_held(self, conn: sqlite3.Connection, row_id: int, sid: str) -> None:
         """Inside a write: refuse it if another storage holds the session (the write lock keeps the answer true
-        until the commit: a holder marks its hold in a write transaction of its own)."""
+        until the commit: a holder marks its hold in a write transaction of its own, right after taking its
+        lock, so a write that finds the session unmarked need not ask: it commits before any hold begins)."""
         if self._holds.held_elsewhere(row_id):
             marked = conn.execute(queries.HOLDER, {"sid": sid}).fetchone()
             raise held_error(sid, marked[1] if marked is not None else None)

@@ -178,6 +178,7 @@ FILLERS = {
     "0011": fill_held,
     "0012": fill_forked,
     "0013": fill_forked,
+    "0014": fill_forked,
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.

@@ -73,7 +73,7 @@ async def test_appending_one_event_to_a_long_history_writes_one_row(database: Da
         await storage.set_history(stream_id, history)
     before = await database.event_rows(stream_id)
     rev = await database.revision(stream_id)
-    assert rev == 10_000  # every row counted (SQLite's triggers per row, PostgreSQL's per statement)
+    assert rev == 0  # rows added at the end are not counted (revision 0014: the session's length tells them apart)
     async with database.storage() as storage:
         if warm:
             history = list(await storage.get_history(stream_id))  # the agent's pattern: read, append, write
@@ -81,7 +81,7 @@ async def test_appending_one_event_to_a_long_history_writes_one_row(database: Da
     after = await database.event_rows(stream_id)
     assert after[:-1] == before  # same row ids: not rewritten
     assert after[-1][1:] == (10_000, "model_message", '{"content":"one more"}')
-    assert await database.revision(stream_id) == rev + 1  # exactly one row change counted
+    assert await database.revision(stream_id) == rev  # no row changed or deleted
 
 
 async def test_a_change_in_the_middle_rewrites_from_there_only(database: Database) -> None:
@@ -118,6 +118,33 @@ async def test_another_writer_is_never_missed(database: Database) -> None:
         assert [e.content for e in await mine.get_history(stream_id)] == ["hand", "b", "c"]
         await mine.set_history(stream_id, [ModelMessage("a"), ModelMessage("b"), ModelMessage("c")])
         assert [e.content for e in await theirs.get_history(stream_id)] == ["a", "b", "c"]
+
+
+async def test_appends_elsewhere_are_never_missed(database: Database) -> None:
+    """Appends leave the revision alone (revision 0014): a history this storage has cached must still never hide
+    events another storage, or a hand in sqlite3, appended after it, whether it reads, appends or rewrites next."""
+    stream_id = uuid4()
+    context = EventContext.for_stream(stream_id)
+    async with database.storage() as mine, database.storage() as theirs:
+        await mine.set_history(stream_id, [ModelMessage("a"), ModelMessage("b")])
+        assert len(await mine.get_history(stream_id)) == 2  # cached here
+        await theirs.save_event(ModelMessage("c"), context)
+        assert [e.content for e in await mine.get_history(stream_id)] == ["a", "b", "c"]
+        await theirs.save_event(ModelMessage("d"), context)
+        assert [e.content for e in await mine.get_history(stream_id, last=2)] == ["c", "d"]
+        await theirs.save_event(ModelMessage("e"), context)
+        await mine.save_event(ModelMessage("f"), context)  # its cache holds a..d: it must not grow it by f
+        assert [e.content for e in await mine.get_history(stream_id)] == ["a", "b", "c", "d", "e", "f"]
+        await theirs.save_event(ModelMessage("g"), context)
+        # A rewrite compares against what is stored, not the cache: g is there, so h is all it adds.
+        await mine.set_history(stream_id, [ModelMessage(x) for x in "abcdefgh"])
+        assert [e.content for e in await theirs.get_history(stream_id)] == list("abcdefgh")
+        await database.rows(
+            "INSERT INTO events (session, position, type, payload, created_at) SELECT session, max(position) + 1,"
+            " 'model_message', '{\"content\":\"hand\"}', max(created_at) FROM events WHERE session ="
+            f" (SELECT id FROM sessions WHERE session_id = '{stream_id.hex}') GROUP BY session"
+        )
+        assert [e.content for e in await mine.get_history(stream_id)] == [*"abcdefgh", "hand"]
 
 
 async def test_a_session_dropped_and_recreated_elsewhere_is_not_served_stale(database: Database) -> None:
