@@ -83,7 +83,7 @@ LOOP_SLICE = 0.0005
 the loop's other tasks. A loop iteration per write cost a sequential writer ~5% of each append; a slice of 1 ms
 took the loop lag's p99 during sequential appends from 1.4 to ~3.5 ms, half of it to ~2.5 ms (the 5 ms an agent's
 other tasks should never see is the bound)."""
-LOOP_COMMIT_LIMIT = 0.002
+LOOP_COMMIT_LIMIT = 0.003
 """Seconds a commit may take and still count as quick. One on the event loop's thread that takes longer sends the
 next ones to the writer thread (the loop must not wait for a slow disk again): well under the 5 ms of loop lag an
 agent's other tasks should ever see."""
@@ -204,6 +204,10 @@ class WriteLane:
         # The task whose writes commit at once in this loop iteration, and since when (None: none did yet).
         self._slice_task: asyncio.Task[Any] | None = None
         self._slice_started = 0.0
+        # How long the last commit on the loop's thread took, and whether the writer thread's last commit
+        # may have checkpointed the WAL (the next one then starts it again, on that thread: see _judge).
+        self._last_on_loop = 0.0
+        self._restart_due = False
         # The busy timeout the connection was opened with, and whether the loop's settings are in force.
         self._busy_ms = 0
         self._loop_settings = False
@@ -237,6 +241,10 @@ class WriteLane:
             if self._commit_now(here):
                 if time.perf_counter() - self._slice_started >= LOOP_SLICE:
                     await asyncio.sleep(0)  # the loop's other tasks run, as when the commit is queued
+                    if self._last_on_loop > LOOP_SLICE:
+                        # And its timers that came due during a commit this long: they are made ready behind
+                        # this task's wake-up (at 2 ms per commit, three commits in a row kept one waiting 7 ms).
+                        await asyncio.sleep(0)
                 return cast(T, here.outcome)
             off_loop = here.off_loop
         job = _Job(work, loop.create_future(), background, off_loop=off_loop)
@@ -280,8 +288,14 @@ class WriteLane:
 
     def _loop_allowed(self) -> bool:
         """Whether the loop's thread may commit now: the connection is open, the last :data:`RECOVERY_COMMITS`
-        commits were quick, and the writer thread committed within the last :data:`LOOP_RUN`."""
-        return self._conn is not None and self._quick >= RECOVERY_COMMITS and self._loop_run < LOOP_RUN
+        commits were quick, the writer thread committed within the last :data:`LOOP_RUN`, and not a checkpoint
+        that leaves the WAL to start again (:meth:`_judge`)."""
+        return (
+            self._conn is not None
+            and self._quick >= RECOVERY_COMMITS
+            and self._loop_run < LOOP_RUN
+            and not self._restart_due
+        )
 
     def _commit_now(self, job: _Job) -> bool:
         """Commit ``job`` alone, now, on the loop's thread (its outcome kept in it); False when it did not commit
@@ -366,7 +380,8 @@ class WriteLane:
         finally:
             _size.on_loop = False
         self._loop_run += 1
-        if time.perf_counter() - started > LOOP_COMMIT_LIMIT:
+        self._last_on_loop = time.perf_counter() - started
+        if self._last_on_loop > LOOP_COMMIT_LIMIT:
             self._quick = 0
         return outcomes
 
@@ -442,9 +457,20 @@ class WriteLane:
 
     def _judge(self, jobs: Sequence[_Job], seconds: float) -> None:
         """Count a commit on the writer thread: quick ones in a row let the loop's thread commit again. Only a
-        transaction the loop could have taken is evidence (a large one is slow for its size, not the disk's)."""
+        transaction the loop could have taken is evidence (a large one is slow for its size, not the disk's).
+
+        Nor is a checkpoint's: background work's, or the commit :data:`LOOP_RUN` sent there, which are the ones
+        that find the WAL full, and the commit after them, which starts the WAL again from its beginning and
+        then syncs twice (the log's new header, then its frames). Those are slow for their syncs, not the
+        disk's (counted, they kept the next :data:`RECOVERY_COMMITS` writes off the loop, each paying the
+        hand-over), and the commit after one is kept on this thread too (:attr:`_restart_due`): on the loop
+        its two syncs kept a timer waiting 4-5 ms at 2 ms per sync."""
+        checkpointing = self._loop_run >= LOOP_RUN or any(job.background for job in jobs)
+        restarted, self._restart_due = self._restart_due, checkpointing
         self._loop_run = 0
-        if len(jobs) <= LOOP_BATCH and _size.small and not any(job.background for job in jobs):
+        if checkpointing or restarted:
+            return
+        if len(jobs) <= LOOP_BATCH and _size.small:
             self._quick = self._quick + 1 if seconds <= LOOP_COMMIT_LIMIT else 0
 
     def _close_connection(self) -> None:
