@@ -111,6 +111,12 @@ come every few hundred commits, so the threshold is a quarter of SQLite's 1,000:
 size it would with SQLite's default (from 1,000 it grew to ~1,700 pages first, and a commit that makes the file
 longer syncs slower: sequential appends ran 0.85x as fast, ``bench/append_profile.py``, 0 rounds of 16 won)."""
 
+CHECKPOINT_PAGES_SLOW = 1000
+""":data:`CHECKPOINT_PAGES` while the disk is too slow for the loop's thread to commit (:data:`RECOVERY_COMMITS`):
+SQLite's own default. There what an append waits for is the disk's syncs, and each checkpoint takes three (the log,
+the file, then the restarted log's header): at 10 ms per sync, checkpointing from 256 pages cost ~0.3 ms of every
+append in a sequence of 150, where the floor of the benchmark, at 1,000, never checkpointed."""
+
 _PENDING, _TAKEN, _CANCELLED = 0, 1, 2
 _UNSET: Any = object()
 
@@ -208,9 +214,9 @@ class WriteLane:
         # may have checkpointed the WAL (the next one then starts it again, on that thread: see _judge).
         self._last_on_loop = 0.0
         self._restart_due = False
-        # The busy timeout the connection was opened with, and whether the loop's settings are in force.
+        # The busy timeout the connection was opened with, and the (busy timeout, checkpoint pages) in force.
         self._busy_ms = 0
-        self._loop_settings = False
+        self._applied: tuple[int, int] | None = None
 
     def start(self) -> None:
         """Open the write connection now, on the writer thread, without waiting for it: the first write then
@@ -416,13 +422,18 @@ class WriteLane:
 
     def _settings(self, on_loop: bool) -> None:
         """On the loop's thread the connection neither waits for another process's lock nor checkpoints the WAL;
-        on the writer thread it does both (its busy timeout, :data:`CHECKPOINT_PAGES`)."""
+        on the writer thread it does both (its busy timeout; :data:`CHECKPOINT_PAGES`, or
+        :data:`CHECKPOINT_PAGES_SLOW` while the disk is too slow for the loop's thread to commit)."""
         assert self._conn is not None
-        if on_loop != self._loop_settings:
-            busy, pages = (0, 0) if on_loop else (self._busy_ms, CHECKPOINT_PAGES)
-            self._conn.execute(f"PRAGMA busy_timeout = {busy}")
-            self._conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
-            self._loop_settings = on_loop
+        if on_loop:
+            wanted = (0, 0)
+        else:
+            slow = self._quick < RECOVERY_COMMITS
+            wanted = (self._busy_ms, CHECKPOINT_PAGES_SLOW if slow else CHECKPOINT_PAGES)
+        if wanted != self._applied:
+            self._conn.execute(f"PRAGMA busy_timeout = {wanted[0]}")
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {wanted[1]}")
+            self._applied = wanted
 
     def _commit(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit] | BaseException]:
         """Run ``jobs`` in one transaction, timed (:meth:`_judge`); on failure, each alone so one bad write fails
@@ -446,7 +457,7 @@ class WriteLane:
         if self._conn is None:
             conn = self._connect()
             self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-            self._loop_settings = True  # neither setting is the writer thread's yet: both are set next
+            self._applied = None  # set before the first transaction
             self._conn = conn
         return self._conn
 
