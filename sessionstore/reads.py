@@ -514,7 +514,6 @@ def events_of(conn: Connection, sid: str, *, sql: str, revision: str | None = HE
         return _legacy_events(conn, sid)
     if not reaches(revision, FORKS_SINCE):  # nothing shared before 0012: the session's own rows
         sql = _EVENTS_BEFORE_FORKS
-        return _legacy_events(conn, sid)
     tokens = {}
     if reaches(revision, USAGE_SINCE):  # a file before revision 0010 counted no tokens
         for position, *counts in conn.execute(queries.EVENT_TOKENS, {"sid": sid}):

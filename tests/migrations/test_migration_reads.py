@@ -3,8 +3,10 @@ its revision has, as it is after ``db upgrade``, and the reads change nothing in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +33,14 @@ def test_an_older_file_lists_and_shows_what_it_will_after_upgrade(
     """Derived titles (an untitled session listed under its first user message) and subagents came with 0006;
     a file at any later revision shows them before it is upgraded, as it does after."""
     old = built(revision)
+    # An event another codec described (an AG2 event's type): its stored role and text are shown as they are, not
+    # as sessionstore's own types would be described.
+    with contextlib.closing(sqlite3.connect(old)) as conn, conn:
+        conn.execute(
+            "INSERT INTO events (session, position, type, payload, created_at, role, text) SELECT session,"
+            " max(position) + 1, 'someone_elses_event', '{}', max(created_at), 'user', 'typed elsewhere' FROM events"
+            " GROUP BY session ORDER BY session LIMIT 1"
+        )
     upgraded = old.with_name("upgraded.db")
     shutil.copy(old, upgraded)
     migrate.upgrade(upgraded)
@@ -44,11 +54,13 @@ def test_an_older_file_lists_and_shows_what_it_will_after_upgrade(
             shown = cli_json(capsys, "show", entry["session_id"], "--db", db)
             assert isinstance(shown, dict)
             subagents = [s["session"]["session_id"] for s in shown["subagents"]]
-            rows.append((entry["session_id"], entry["title"], shown["session"]["title"], subagents))
+            events = [(e["position"], e["role"], e["text"]) for e in shown["events"]]
+            rows.append((entry["session_id"], entry["title"], shown["session"]["title"], subagents, events))
         return rows
 
     old_rows = seen(old)
     assert old_rows == seen(upgraded)
-    assert any(title and not title.startswith("Session ") for _, title, _, _ in old_rows)  # a derived one
-    assert any(subagents for *_, subagents in old_rows)
+    assert any(title and not title.startswith("Session ") for _, title, *_ in old_rows)  # a derived one
+    assert any(subagents for *_, subagents, _ in old_rows)
+    assert any(("user", "typed elsewhere") in [e[1:] for e in events] for *_, events in old_rows)
     assert sha256(old) == before
