@@ -231,7 +231,9 @@ class WriteLane:
         on the writer thread, in a transaction of its own, when no other write
         is waiting or once :data:`BACKGROUND_WAITS` transactions of other writes
         went first (so a steady stream of writes cannot starve it): a caller's
-        write never shares a commit with it, and waits for at most the one under way.
+        write waits for at most the one under way. While the disk is too slow
+        for the loop's thread, it shares the next transaction of callers' writes
+        instead (:meth:`_take`): there a sync of its own costs more than the work.
 
         The thread answers a whole transaction's callers with one call back
         into the event loop, and the next transaction starts only after they
@@ -324,23 +326,30 @@ class WriteLane:
             self._thread.submit(self._flush, loop)
 
     def _take(self) -> list[_Job]:
-        jobs: list[_Job] = []
         with self._lock:
+            if self._background and self._pending and self._quick < RECOVERY_COMMITS:
+                # While the disk is too slow for the loop's thread, background work shares the callers'
+                # transaction, after their writes: a transaction of its own costs a sync, which takes longer
+                # there than the work (indexing a few hundred events: a millisecond or two).
+                self._background_waited = 0
+                return self._pop(self._pending, MAX_BATCH - 1) + self._pop(self._background, 1)
             # Background work goes alone, when no other write waits, or after BACKGROUND_WAITS transactions
             # of others (so a steady stream of writes never holds it off for long).
             if self._background and (not self._pending or self._background_waited >= BACKGROUND_WAITS):
-                queue = self._background
                 self._background_waited = 0
-                limit = 1
-            else:
-                queue = self._pending
-                self._background_waited += bool(self._background)
-                limit = MAX_BATCH
-            while queue and len(jobs) < limit:
-                job = queue.popleft()
-                if job.state == _PENDING:
-                    job.state = _TAKEN
-                    jobs.append(job)
+                return self._pop(self._background, 1)
+            self._background_waited += bool(self._background)
+            return self._pop(self._pending, MAX_BATCH)
+
+    @staticmethod
+    def _pop(queue: deque[_Job], limit: int) -> list[_Job]:
+        """Up to ``limit`` jobs off ``queue`` (under the lane's lock), those cancelled before they started left out."""
+        jobs: list[_Job] = []
+        while queue and len(jobs) < limit:
+            job = queue.popleft()
+            if job.state == _PENDING:
+                job.state = _TAKEN
+                jobs.append(job)
         return jobs
 
     # -- on the event loop's thread ---------------------------------------------------------------
