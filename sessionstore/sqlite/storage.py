@@ -521,7 +521,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                 self._refuse_held(conn, row_id, sid)
             # At the session's length, read under the write lock taken with the transaction: nobody else can
             # append in between.
-            conn.execute(queries.INSERT_EVENT, {**row, "id": row_id, "position": length, "now": stamp})
+            row["id"], row["position"], row["now"] = row_id, length, stamp
+            conn.execute(queries.INSERT_EVENT, row)
             self._written_events += 1
 
             def after_commit() -> None:
