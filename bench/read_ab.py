@@ -131,16 +131,16 @@ async def one_statement(conn: aiosqlite.Connection, read: Callable[..., T], *arg
 
 async def history_by_statements(
     conn: aiosqlite.Connection, sid: str, last: int | None = None
-) -> tuple[int, int, list[tuple[str, str]], int] | None:
+) -> tuple[tuple[int, int, int], list[tuple[str, str]], int] | None:
     """``_history_and_size`` in aiosqlite's API: the same statements in one read transaction, one call each (the
     whole history: the A/B reads no window)."""
     assert last is None, "the A/B reads whole histories only"
     await conn.execute("BEGIN")
     try:
-        found = list(await conn.execute_fetchall(queries.FIND_SESSION, {"sid": sid}))
+        found = list(await conn.execute_fetchall(queries.SESSION_STATE, {"sid": sid}))
         if not found:
             return None
-        row_id, revision = int(found[0][0]), int(found[0][1])
+        row_id, revision, length = int(found[0][0]), int(found[0][1]), int(found[0][4])
         try:
             rows: list[tuple[str, str]] = list(await conn.execute_fetchall(queries.STORED_EVENTS, {"id": row_id}))
             if not all(type(t) is str and type(p) is str for t, p in rows):
@@ -150,7 +150,7 @@ async def history_by_statements(
                 raise
             raw = await conn.execute_fetchall(queries.STORED_EVENTS_BYTES, {"id": row_id})
             rows = [(str(t), str(p)) for t, p in (_texts(*row) for row in raw)]
-        return row_id, revision, rows, sum(len(payload) for _, payload in rows)
+        return (row_id, revision, length), rows, sum(len(payload) for _, payload in rows)
     finally:
         await conn.execute("COMMIT")
 

@@ -7,7 +7,7 @@ string written inline in their functions (constants and ``+`` of constants, work
 shape of ``queries.list_sessions``. A new statement is so covered the day it is written: one this file does not
 classify fails the test until it is.
 
-Each is EXPLAINed on 200,000 events over 2,000 sessions (made with ``generate_series``, then ANALYZEd). A hot
+Each is EXPLAINed on 200,000 events over 20,000 sessions (made with ``generate_series``, then ANALYZEd). A hot
 statement (appends, history reads, listing pages, loads, holds: everything an agent's storage runs) must reach
 ``sessions`` and ``events`` only through an index, each scan either a lookup by key (the session's, or a row id
 found by it: one session's rows) or under a ``LIMIT`` (a page in index order), or through a partial index (which
@@ -203,12 +203,12 @@ INSERT INTO sessions (session_id, parent, cwd, additional_directories, mcp_serve
 SELECT md5(i::text), NULL, '/work/' || (i % 20), '[]', '[]', '{}', CASE WHEN i % 3 = 0 THEN 'title ' || i END,
        timestamp '2026-01-01' + i * interval '1 minute', timestamp '2026-01-02' + i * interval '1 minute',
        i % 2 = 0, 100, CASE WHEN i % 500 = 0 THEN 'pid ' || i END
-FROM generate_series(1, 2000) AS i;
+FROM generate_series(1, 20000) AS i;
 UPDATE sessions SET parent = id - 1 WHERE id % 10 = 0;
 INSERT INTO events (session, position, type, payload, role, text, text_path, created_at)
 SELECT s.id, p, 'user_message', '{"content": "hello world ' || p || '"}', 'user', NULL, '$.content',
        s.created_at + p * interval '1 second'
-FROM sessions AS s, generate_series(0, 99) AS p;
+FROM sessions AS s, generate_series(0, 9) AS p;
 ANALYZE;
 """
 
