@@ -778,17 +778,25 @@ class PostgresStorage(DurableStorage[Pool]):
             self._indexing = self._loop.create_task(self._index(), name=f"sessionstore indexing {self!r}")
 
     async def _index(self) -> None:
-        before, self._unindexed = self._unindexed, 0
+        self._unindexed = 0
         try:
             # A batch per transaction, on the pool: appends, on their own connections, never wait for it.
             while await self._index_batch():
                 pass
         except Exception as exc:  # the events are committed and queued whatever happens here: a later try
-            self._unindexed += before
             logger.warning("%s: the search words could not be brought up to date yet: %s", self.url, exc)
-            return
+            failed = True
+        else:
+            failed = False
         finally:
             self._indexing = None
+        if failed:
+            # Tried again INDEX_DELAY from now or INDEX_EVERY writes from now, whichever comes first (not at every
+            # write while the cause lasts), and at close.
+            self._unindexed = 1  # (the queue, not this count, says what is left)
+            if self._loop is not None and self._index_timer is None:
+                self._index_timer = self._loop.call_later(INDEX_DELAY, self._start_indexing)
+            return
         self._written(0)  # what was written meanwhile
 
     async def _index_batch(self) -> bool:

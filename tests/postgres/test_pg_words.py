@@ -6,6 +6,7 @@ once, and for each role only its own rows."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -325,3 +326,59 @@ def test_a_role_never_reads_another_roles_words_or_queue_rows(crew: Team) -> Non
     asyncio.run(ann_indexes())
     assert asyncio.run(fetch(carol, counts))[0][1] == 2  # bob's two left queued
     assert asyncio.run(fetch(bob, counts)) == [(2, 2)]
+
+
+def test_check_is_clean_at_head_and_names_the_words_objects_missing(pg_server: PostgresServer, pg_url: str) -> None:
+    raw_append(pg_url, ["a puffin"])  # left queued: a queue is no fault
+    checked = run("check", "--json", "--db", pg_url)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True, checked.stdout
+    pg_server.psql(
+        "DROP TRIGGER events_words_update ON events; ALTER TABLE events_unindexed DISABLE ROW LEVEL SECURITY;"
+        " DROP POLICY events_words_owner ON events_words",
+        database=pg_url.rsplit("/", 1)[1],
+    )
+    broken = run("check", "--json", "--db", pg_url)
+    report = json.loads(broken.stdout)
+    assert broken.returncode == 1 and report["ok"] is False
+    assert sorted(report["schema_objects"]) == [
+        "events_words_owner is missing",
+        "events_words_update is missing",
+        "row-level security is off on events_unindexed: every role sees every session",
+    ]
+    pg_server.psql("DROP TABLE events_words", database=pg_url.rsplit("/", 1)[1])
+    report = json.loads(run("check", "--json", "--db", pg_url).stdout)
+    assert "events_words is missing" in report["schema_objects"] and "events_fts is missing" in report["schema_objects"]
+
+
+def test_an_indexing_that_fails_fails_no_append(
+    crew: Team, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A role that may queue but not write words (its grant taken back): every append still succeeds and is found,
+    the storage says why it could not index, now and then rather than at every append, and the queue keeps the
+    events for a role that can."""
+    monkeypatch.setattr(pgstorage, "INDEX_EVERY", 4)
+    monkeypatch.setattr(pgstorage, "INDEX_DELAY", 0.1)
+    crew.server.psql(f"REVOKE INSERT, UPDATE ON events_words FROM {crew.role('group')}", database=crew.database)
+    sid = uuid4()
+
+    async def main() -> None:
+        async with PostgresStorage(crew.url("ann")) as storage:
+            ctx = EventContext.for_stream(sid)
+            for n in range(20):
+                await storage.save_event(UserMessage(f"kittiwake {n}"), ctx)
+            await asyncio.sleep(0.3)
+
+    with caplog.at_level("WARNING", logger="sessionstore.postgres.storage"):
+        asyncio.run(main())
+    failures = [r for r in caplog.records if "could not be brought up to date" in r.getMessage()]
+    assert 1 <= len(failures) <= 10, len(failures)  # once per INDEX_EVERY - 1 appends or INDEX_DELAY, and at close
+    counts = "SELECT (SELECT count(*) FROM events_words), (SELECT count(*) FROM events_unindexed)"
+    assert asyncio.run(fetch(crew.url("carol"), counts)) == [(0, 20)]
+    assert found(crew.url("ann"), "kittiwake") == {(sid.hex, n) for n in range(20)}
+
+    async def carol_indexes() -> None:
+        async with PostgresStorage(crew.url("carol")):
+            pass
+
+    asyncio.run(carol_indexes())  # the administrator's storage, opening on the queue, indexes ann's events
+    assert asyncio.run(fetch(crew.url("carol"), counts)) == [(20, 0)]
