@@ -77,8 +77,8 @@ def _virtual_tables(connection: Connection) -> set[str]:
 
 
 def _include_name_for(virtual: set[str], indexes: set[str], columns: set[tuple[str, str]]) -> Any:
-    """Autogenerate's filter: everything but virtual tables and their shadow tables, expression indexes, and the
-    columns one database alone has.
+    """Autogenerate's filter: everything but virtual tables and their shadow tables (and the tables of
+    ``_DATABASE_TABLES``, passed with them), expression indexes, and the columns one database alone has.
 
     Listing what to *exclude* (rather than including only the models' tables)
     keeps a stray table created by a revision visible as drift.

@@ -167,8 +167,9 @@ class PostgresBackend:
         )
 
     def check(self, *, repair: bool) -> CheckReport:
-        """The revision, the functions, triggers, views, policies and search index against this version's (row-level
-        security on, the views run as their reader), orphaned events, and that the index is valid. The server keeps
+        """The revision, the functions, triggers, views, policies and the search words' tables and index against this
+        version's (row-level security on, the views run as their reader), orphaned events, and that the index is
+        valid. The server keeps
         its own pages whole (and amcheck checks them): no integrity check of a file here."""
         if repair:
             raise NotOnPostgreSQLError(
