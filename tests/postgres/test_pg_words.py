@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from uuid import UUID, uuid4
 
 import asyncpg  # type: ignore[import-untyped]
@@ -23,6 +24,7 @@ from pg_server import PostgresServer
 
 from sessionstore import EventContext, ModelMessage, UserMessage, records
 from sessionstore.postgres import PostgresStorage
+from sessionstore.postgres import migrate as pgmigrate
 from sessionstore.postgres import search as pgsearch
 from sessionstore.postgres import storage as pgstorage
 from sessionstore.postgres.connect import PgConnection, run_sync
@@ -382,3 +384,36 @@ def test_an_indexing_that_fails_fails_no_append(
 
     asyncio.run(carol_indexes())  # the administrator's storage, opening on the queue, indexes ann's events
     assert asyncio.run(fetch(crew.url("carol"), counts)) == [(20, 0)]
+
+
+def test_0015_fills_the_words_of_a_populated_database_and_goes_back(pg_empty_url: str) -> None:
+    """A 0014 database's events get their words in the upgrade (nothing queued, found through the index); the
+    downgrade puts 0009's index over the events back and drops the words, the queue and their trigger; up again,
+    ``alembic check`` finds no drift and ``sessionstore check`` is clean."""
+    pgmigrate.migrate(pg_empty_url, "0014")
+    sid = raw_append(pg_empty_url, ["a gannet diving", "the cormorant dried its wings"])
+    assert pgmigrate.migrate(pg_empty_url) == "0014"
+    assert queued(pg_empty_url) == 0 and len(worded(pg_empty_url)) == 2
+    plan = asyncio.run(fetch(pg_empty_url, "SELECT indexdef FROM pg_indexes WHERE indexname = 'events_fts'"))
+    assert plan == [("CREATE INDEX events_fts ON public.events_words USING gin (words)",)]
+    assert found(pg_empty_url, "cormorant") == {(sid.hex, 1)} and found(pg_empty_url, "gannet") == {(sid.hex, 0)}
+    pgmigrate.migrate(pg_empty_url, "0014", "downgrade")
+    plan = asyncio.run(fetch(pg_empty_url, "SELECT indexdef FROM pg_indexes WHERE indexname = 'events_fts'"))
+    assert "ON public.events USING gin (sessionstore_search_words" in str(plan[0][0])
+    tables = "SELECT count(*) FROM pg_class WHERE relname IN ('events_words', 'events_unindexed')"
+    assert asyncio.run(fetch(pg_empty_url, tables)) == [(0,)]
+    functions = "SELECT count(*) FROM pg_proc WHERE proname = 'sessionstore_words_stale'"
+    assert asyncio.run(fetch(pg_empty_url, functions)) == [(0,)]
+    raw_append(pg_empty_url, ["a petrel at 0014"])  # no trigger left to fire
+    pgmigrate.migrate(pg_empty_url)
+    assert found(pg_empty_url, "petrel") != set() and queued(pg_empty_url) == 0
+    checked = run("check", "--json", "--db", pg_empty_url)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True, checked.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "alembic", "-x", f"db={pg_empty_url}", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
