@@ -55,6 +55,9 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 
 # PostgreSQL's full-text index is over an expression (the transcript's text), which the models cannot state.
 _EXPRESSION_INDEXES = {"postgresql": {"events_fts"}}
+# Tables one database alone has, which belong to its search index rather than to the models: PostgreSQL's words and
+# their queue (revision 0015), as SQLite's FTS5 tables.
+_DATABASE_TABLES = {"postgresql": {"events_words", "events_unindexed"}}
 # Columns one database alone has, which no statement names (a default fills them), so not in the models: a
 # session's owner, for PostgreSQL's row-level security (revision 0011).
 _DATABASE_COLUMNS = {"postgresql": {("sessions", "owner")}}
@@ -74,8 +77,8 @@ def _virtual_tables(connection: Connection) -> set[str]:
 
 
 def _include_name_for(virtual: set[str], indexes: set[str], columns: set[tuple[str, str]]) -> Any:
-    """Autogenerate's filter: everything but virtual tables and their shadow tables, expression indexes, and the
-    columns one database alone has.
+    """Autogenerate's filter: everything but virtual tables and their shadow tables (and the tables of
+    ``_DATABASE_TABLES``, passed with them), expression indexes, and the columns one database alone has.
 
     Listing what to *exclude* (rather than including only the models' tables)
     keeps a stray table created by a revision visible as drift.
@@ -132,7 +135,7 @@ def _run(connection: Connection) -> None:
         transactional_ddl=True,  # true of SQLite, and every run here is inside one explicit transaction
         compare_type=True,
         include_name=_include_name_for(
-            _virtual_tables(connection),
+            _virtual_tables(connection) | _DATABASE_TABLES.get(connection.dialect.name, set()),
             _EXPRESSION_INDEXES.get(connection.dialect.name, set()),
             _DATABASE_COLUMNS.get(connection.dialect.name, set()),
         ),

@@ -41,12 +41,16 @@ _OBJECTS = (
     " UNION ALL SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'INDEX' END, c.relname FROM pg_class AS c"
     " WHERE c.relkind IN ('v', 'i') AND c.relnamespace = current_schema()::regnamespace"
     " UNION ALL SELECT 'POLICY', p.policyname FROM pg_policies AS p WHERE p.schemaname = current_schema()"
+    " UNION ALL SELECT 'TABLE', c.relname FROM pg_class AS c"
+    " WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace"
 )
-# What the policies need besides themselves (revision 0011): row-level security on for both tables, and views that
-# run as the role reading them (a view left running as its owner shows every role's sessions).
+# What the policies need besides themselves (revision 0011): row-level security on for the tables (0015's words and
+# queue too), and views that run as the role reading them (a view left running as its owner shows every role's
+# sessions).
 _UNGUARDED = (
     "SELECT c.relname, c.relkind = 'v' FROM pg_class AS c WHERE c.relnamespace = current_schema()::regnamespace AND"
-    " ((c.relname IN ('sessions', 'events') AND c.relkind = 'r' AND NOT c.relrowsecurity)"
+    " ((c.relname IN ('sessions', 'events', 'events_words', 'events_unindexed') AND c.relkind = 'r'"
+    " AND NOT c.relrowsecurity)"
     " OR (c.relname IN ('session_overview', 'transcript', 'usage') AND c.relkind = 'v'"
     " AND NOT coalesce('security_invoker=true' = ANY(c.reloptions), false)))"
 )
@@ -163,8 +167,9 @@ class PostgresBackend:
         )
 
     def check(self, *, repair: bool) -> CheckReport:
-        """The revision, the functions, triggers, views, policies and search index against this version's (row-level
-        security on, the views run as their reader), orphaned events, and that the index is valid. The server keeps
+        """The revision, the functions, triggers, views, policies and the search words' tables and index against this
+        version's (row-level security on, the views run as their reader), orphaned events, and that the index is
+        valid. The server keeps
         its own pages whole (and amcheck checks them): no integrity check of a file here."""
         if repair:
             raise NotOnPostgreSQLError(
@@ -205,7 +210,10 @@ class PostgresBackend:
         return False
 
     def written(self, conn: Connection) -> None:
-        """Nothing: PostgreSQL's search index is kept as rows are written."""
+        """Index the events written, in the writing transaction (the command's one: all or nothing), a batch at a
+        time until none is left; search reads those not indexed yet directly meanwhile."""
+        while search.index_new_events(conn):
+            pass
 
     def build(self, work: Callable[[PostgresBackend], T]) -> T:
         """The database must exist; an empty one gets the schema, under the migration lock (a populated one

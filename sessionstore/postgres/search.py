@@ -1,8 +1,11 @@
-"""Search on PostgreSQL: FTS5's answers from PostgreSQL's index.
+"""Search on PostgreSQL: FTS5's answers from PostgreSQL's index, exact however far the index trails, and the
+index kept up.
 
 ``sessionstore search`` finds the same events for the same words on either
-database; this is how PostgreSQL's ``to_tsvector('simple', ...)`` index is made
-to give SQLite's FTS5 answers (see the comment below).
+database; this is how PostgreSQL's words index is made to give SQLite's FTS5
+answers (see the comment below). Writers index new events in batches
+(:func:`index_new_events`, revision 0015); until then search computes the words
+of the few queued events as it reads them.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from ..errors import NotOnPostgreSQLError, UsageError
 from ..reads import Connection, SearchHit
 from ..schema import queries
 
-__all__ = ["search", "snippet"]
+__all__ = ["INDEX_BATCH", "index_new_events", "search", "snippet"]
 
 # -- search on PostgreSQL: FTS5's answers from PostgreSQL's index -------------------------------------------
 #
-# The index (revision 0009: sessionstore_search_words(text), a GIN index) holds each word of an event's text cut
+# The index (revision 0009's sessionstore_search_words(text), kept in events_words since 0015, a GIN index over it,
+# with the queued events' words computed as search reads them) holds each word of an event's text cut
 # as FTS5's unicode61 tokenizer cuts it (letters, digits, _ and private-use characters; everything else a
 # separator), lowered by ICU, every accent removed, capped at 100 characters, with no positions. So the index
 # only proposes: each query word is spelled as that function spells it (_index_spelling) and looked up as a
@@ -271,3 +275,22 @@ def search(conn: Connection, text: str, *, raw: bool, limit: int) -> list[Search
             break
         offset += page
     return hits[:limit]
+
+
+INDEX_BATCH = 256
+"""At most this many events are indexed in one transaction (a few milliseconds): a database left far behind (a
+process killed before it indexed, an import) is caught up without long transactions."""
+
+
+def index_new_events(conn: Connection, batch: int = INDEX_BATCH) -> bool:
+    """Index up to ``batch`` queued events (revision 0015) inside the caller's transaction: take them off the queue,
+    then write their words from their text as it is now; whether a full batch was taken (more may be left).
+
+    Two statements, in this order: the second's snapshot is taken once the first holds the rows, so it sees every
+    change they were queued for (an edit committed meanwhile waits for this transaction, then queues its event
+    again). Events another transaction is taking, or has queued and not committed, are left to it or to later.
+    """
+    taken = [int(row[0]) for row in conn.execute(queries.TAKE_UNINDEXED_POSTGRESQL, {"batch": batch}).fetchall()]
+    if taken:
+        conn.execute(queries.WRITE_WORDS_POSTGRESQL, {"events": taken}).fetchall()
+    return len(taken) == batch

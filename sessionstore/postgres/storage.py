@@ -25,6 +25,12 @@ How it keeps conversations safe, at PostgreSQL's default isolation (read committ
   Stale connections (a restarted server) are replaced before use, so the next call reconnects; while no server
   answers as the URL asks (a failover under way: a multi-host URL finds the promoted standby), new connections are
   tried for ``reconnect_timeout`` seconds (:func:`~sessionstore.postgres.connect.connector`).
+* The search words are not written by the appends (revision 0015): each new event is queued, in its own
+  transaction, by a trigger, and the storage indexes the queue in batches in the background, in transactions of
+  their own on its pool (never an appender's connection): every :data:`~sessionstore.durable.INDEX_EVERY` events,
+  :data:`~sessionstore.durable.INDEX_DELAY` after the first event not indexed, when it opens on a queue left by a
+  process that stopped first, and when it closes. An indexing that fails fails no write: the queue keeps the
+  events for the next try, or the next storage. Search reads the queued events' text directly meanwhile.
 * Through a failover: a read whose connection was lost is read again. An append whose connection was lost after
   it was sent may have committed, so it is never sent again as it was (it could land twice): :meth:`_settle`
   looks for it, with the session's row locked, and appends it only if it is not there. Other writes raise
@@ -44,7 +50,17 @@ from typing import Any, TypeVar
 import asyncpg  # type: ignore[import-untyped]
 
 from ..codec import TOKEN_COLUMNS, Codec, decode_all
-from ..durable import DELETE_SESSION, DurableStorage, Rewrite, Steps, event_row, fork_steps, replace_steps
+from ..durable import (
+    DELETE_SESSION,
+    INDEX_DELAY,
+    INDEX_EVERY,
+    DurableStorage,
+    Rewrite,
+    Steps,
+    event_row,
+    fork_steps,
+    replace_steps,
+)
 from ..errors import AccessDeniedError, DatabaseUnavailableError, StorageError
 from ..schema import queries
 from ..storage import (
@@ -59,6 +75,7 @@ from ..storage import (
     session_id_of,
 )
 from . import connect as pg
+from . import search
 from .connect import PG_LOCK_CLASS, Pool, pg_lock_key, usable_after
 from .migrate import prepare
 
@@ -442,6 +459,10 @@ class PostgresStorage(DurableStorage[Pool]):
         self._holds_lock = asyncio.Lock()
         self._retaking: asyncio.Future[None] | None = None  # the holds taken again after their connection was lost
         self._orphans: set[asyncio.Task[Any]] = set()
+        # Events written since the words were last brought up to date, and what does it next (see _written).
+        self._unindexed = 0
+        self._indexing: asyncio.Task[None] | None = None
+        self._index_timer: asyncio.TimerHandle | None = None
 
     _top_level = queries.TOP_LEVEL_POSTGRESQL
 
@@ -452,6 +473,7 @@ class PostgresStorage(DurableStorage[Pool]):
 
     def _new_loop(self) -> None:
         self._writes, self._orphans = set(), set()
+        self._indexing, self._index_timer = None, None
 
     async def _open(self, loop: asyncio.AbstractEventLoop) -> Pool:
         settings = {"lock_timeout": str(int(self.lock_timeout * 1000)), "application_name": "sessionstore"}
@@ -460,10 +482,15 @@ class PostgresStorage(DurableStorage[Pool]):
         pool = Pool(connect, self.pool_size)
         appenders = _Appenders(connect, self.pool_size, self._holder)
 
+        trailing = False
+
         async def first(pool: Pool, check: bool) -> None:
+            nonlocal trailing
             async with pool.connection() as conn:
                 if check:
                     await prepare(self._url, auto_upgrade=self.auto_upgrade, conn=conn)
+                    # Events queued by a process that stopped before it indexed them: indexed once open.
+                    trailing = bool(await pg.fetch(conn, queries.ANY_UNINDEXED_POSTGRESQL))
 
         # The schema is checked on the pool's first connection, and the appenders' first is made meanwhile: both
         # are kept, so the first read and the first append pay no login (a TCP handshake and a SCRAM exchange).
@@ -479,11 +506,24 @@ class PostgresStorage(DurableStorage[Pool]):
         self._appenders = appenders
         if self._read_url is not None:
             self._reader = Pool(pg.connector(self._read_url, patience=patience), self.pool_size)
+        if trailing:  # indexed once the pool is the storage's (_ready sets it on return), or at close if sooner
+            self._unindexed += 1
+            loop.call_soon(self._start_indexing)
         return pool
 
     async def _dispose(self) -> None:
         if self._writes:
             await asyncio.wait(list(self._writes))
+        # The events written and not indexed yet, indexed before the connections go (a failure leaves them queued).
+        if self._indexing is not None:
+            await asyncio.wait([self._indexing])
+        if self._unindexed:
+            self._start_indexing()
+        if self._indexing is not None:
+            await asyncio.wait([self._indexing])
+        if self._index_timer is not None:
+            self._index_timer.cancel()
+            self._index_timer = None
         holds, self._holds = self._holds, None
         retaking, self._retaking = self._retaking, None
         if retaking is not None:
@@ -648,6 +688,7 @@ class PostgresStorage(DurableStorage[Pool]):
                 await self._settle(pool, stream_id, parent, row, now)
 
         await self._guarded(append)
+        self._written(1)
 
     async def _settle(
         self, pool: Pool, stream_id: StreamId, parent: StreamId | None, row: dict[str, Any], at: datetime
@@ -715,6 +756,59 @@ class PostgresStorage(DurableStorage[Pool]):
 
         return decode_all(self.codec, await self._read_async(read))
 
+    # -- the search words, brought up to date in batches (revision 0015) ------------------------------
+
+    def _written(self, events: int) -> None:
+        """After a write of ``events`` events: index when enough were written, or soon after the first."""
+        self._unindexed += events
+        loop = self._loop
+        if loop is None or self._indexing is not None or not self._unindexed:
+            return
+        if self._unindexed >= INDEX_EVERY:
+            self._start_indexing()
+        elif self._index_timer is None:
+            self._index_timer = loop.call_later(INDEX_DELAY, self._start_indexing)
+
+    def _start_indexing(self) -> None:
+        """Index the queue now, in the background (unless that is under way already, or the storage is closed)."""
+        if self._index_timer is not None:
+            self._index_timer.cancel()
+            self._index_timer = None
+        if self._indexing is None and self._opened is not None and self._loop is not None:
+            self._indexing = self._loop.create_task(self._index(), name=f"sessionstore indexing {self!r}")
+
+    async def _index(self) -> None:
+        self._unindexed = 0
+        try:
+            # A batch per transaction, on the pool: appends, on their own connections, never wait for it.
+            while await self._index_batch():
+                pass
+        except Exception as exc:  # the events are committed and queued whatever happens here: a later try
+            logger.warning("%s: the search words could not be brought up to date yet: %s", self.url, exc)
+            failed = True
+        else:
+            failed = False
+        finally:
+            self._indexing = None
+        if failed:
+            # Tried again INDEX_DELAY from now or INDEX_EVERY writes from now, whichever comes first (not at every
+            # write while the cause lasts), and at close.
+            self._unindexed = 1  # (the queue, not this count, says what is left)
+            if self._loop is not None and self._index_timer is None:
+                self._index_timer = self._loop.call_later(INDEX_DELAY, self._start_indexing)
+            return
+        self._written(0)  # what was written meanwhile
+
+    async def _index_batch(self) -> bool:
+        pool = self._opened
+        if pool is None:
+            return False
+
+        async def batch(conn: Any) -> bool:
+            return await pg.run_sync(search.index_new_events, pg.PgConnection(conn, self._url))
+
+        return await self._transaction(pool, batch)
+
     async def set_history(self, stream_id: StreamId, events: Iterable[Any]) -> None:
         """Replace the session's events in one transaction, writing only what changed."""
         sid = session_id_of(stream_id)
@@ -722,7 +816,7 @@ class PostgresStorage(DurableStorage[Pool]):
         # Encoded now: a bad event fails before any write, and a mutable one is stored as it is at this call.
         rewrite = Rewrite(self.codec, events, eager=True)
 
-        async def work(conn: Any) -> None:
+        async def work(conn: Any) -> int:
             now = _now()
             row_id, forked_from = await self._lock_row(conn, stream_id, parent, now)
             read = queries.STORED_EVENTS if forked_from is None else queries.FORK_EVENTS_POSTGRESQL
@@ -743,9 +837,11 @@ class PostgresStorage(DurableStorage[Pool]):
                     new_sid=lambda: uuid.uuid4().hex,
                 )
                 await _run_steps(conn, steps)
-            await pg.executemany(conn, queries.INSERT_EVENT, list(rewrite.rows(row_id, keep, now)))
+            rows = list(rewrite.rows(row_id, keep, now))
+            await pg.executemany(conn, queries.INSERT_EVENT, rows)
+            return len(rows)
 
-        await self._write(work)
+        self._written(await self._write(work))
 
     async def drop_history(self, stream_id: StreamId) -> None:
         """Delete the session, its subagents and all their events."""

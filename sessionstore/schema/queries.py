@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __all__ = [
     "ADVISORY_HOLDS_POSTGRESQL",
+    "ANY_UNINDEXED_POSTGRESQL",
     "APPEND_EVENT",
     "BRANCHES",
     "CLEAR_HOLDER",
@@ -90,6 +91,7 @@ __all__ = [
     "STORED_EVENTS_BYTES",
     "SUBAGENTS",
     "SUBAGENT_COUNT",
+    "TAKE_UNINDEXED_POSTGRESQL",
     "TOP_LEVEL",
     "TOP_LEVEL_POSTGRESQL",
     "TOTAL_USAGE",
@@ -97,6 +99,7 @@ __all__ = [
     "TURN_USAGE",
     "UNINDEXED_EVENTS",
     "UPSERT_SESSION",
+    "WRITE_WORDS_POSTGRESQL",
     "list_sessions",
     "search_in",
 ]
@@ -510,16 +513,39 @@ SEARCH_NEW_EVENTS = (
     "events_fts_progress.indexed_through FROM events_fts_progress) AND transcript.text IS NOT NULL"
 )
 
-# PostgreSQL: the GIN index events_fts (the transcript's text cut as FTS5 cuts words, revision 0009) finds candidates
-# for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it, and cuts the snippet from the
-# text. Paged: a page may keep fewer hits than it read.
+# PostgreSQL: the words (the transcript's text cut as FTS5 cuts words, revisions 0009 and 0015) find candidates for a
+# tsquery, through the GIN index events_fts and, for the events not indexed yet, computed from their text;
+# records.search keeps those whose words match as FTS5's tokenizer has it, and cuts the snippet from the text. Paged: a
+# page may keep fewer hits than it read.
 SEARCH_POSTGRESQL = (
-    "WITH found AS MATERIALIZED (SELECT m.event_id AS event_id FROM transcript AS m WHERE "
-    "sessionstore_search_words(m.text) @@ CAST(:query AS TSQUERY)) SELECT t.session_id, (SELECT o.title FROM "
-    "session_overview AS o WHERE o.session_id = t.session_id) AS anon_1, (SELECT o.parent_id FROM session_overview AS "
-    "o WHERE o.session_id = t.session_id) AS anon_2, t.position, t.type, t.role, t.text FROM transcript AS t JOIN "
-    "found ON found.event_id = t.event_id ORDER BY t.event_id DESC LIMIT :limit OFFSET :offset"
+    "WITH found AS MATERIALIZED (SELECT events_words.event AS event_id FROM events_words WHERE events_words.words @@ "
+    "CAST(:query AS TSQUERY) UNION SELECT m.event_id AS event_id FROM transcript AS m JOIN events_unindexed ON "
+    "events_unindexed.event = m.event_id WHERE sessionstore_search_words(m.text) @@ CAST(:query AS TSQUERY)) SELECT "
+    "t.session_id, (SELECT o.title FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_1, (SELECT "
+    "o.parent_id FROM session_overview AS o WHERE o.session_id = t.session_id) AS anon_2, t.position, t.type, t.role, "
+    "t.text FROM transcript AS t JOIN found ON found.event_id = t.event_id ORDER BY t.event_id DESC LIMIT :limit "
+    "OFFSET :offset"
 )
+
+# PostgreSQL: up to :batch queued events (revision 0015), taken off the queue for this transaction to index (rows
+# another transaction holds are skipped); their ids.
+TAKE_UNINDEXED_POSTGRESQL = (
+    "DELETE FROM events_unindexed WHERE events_unindexed.event IN (SELECT events_unindexed.event FROM events_unindexed "
+    "ORDER BY events_unindexed.event LIMIT :batch FOR UPDATE SKIP LOCKED) RETURNING event"
+)
+
+# PostgreSQL: the words of the events taken (:events), computed from their text as it is now; an event out of the
+# transcript has none.
+WRITE_WORDS_POSTGRESQL = (
+    "WITH fresh AS (SELECT transcript.event_id AS event_id, sessionstore_search_words(transcript.text) AS words FROM "
+    "transcript WHERE transcript.event_id = any(:events)), gone AS (DELETE FROM events_words WHERE events_words.event "
+    "= any(:events) AND (events_words.event NOT IN (SELECT fresh.event_id FROM fresh WHERE fresh.words IS NOT NULL))) "
+    "INSERT INTO events_words (event, words) SELECT fresh.event_id, fresh.words FROM fresh WHERE fresh.words IS NOT "
+    "NULL ON CONFLICT (event) DO UPDATE SET words = excluded.words"
+)
+
+# PostgreSQL: whether any event this role sees is queued for indexing (a storage opening indexes them).
+ANY_UNINDEXED_POSTGRESQL = "SELECT events_unindexed.event FROM events_unindexed LIMIT 1"
 
 # How many sessions, and how many released: the column as each database reads a boolean (an integer in SQLite, where any
 # but 0 is true, as records read it), one text for both.

@@ -46,7 +46,7 @@ __all__ = [
     "upgrade_command",
 ]
 
-HEAD = "0014"
+HEAD = "0015"
 """The newest schema revision (``migrations/versions``), known without Alembic so that opening a database at
 head imports nothing more; a test fails if it falls behind the scripts."""
 
@@ -132,12 +132,14 @@ OBJECTS_AT_HEAD_POSTGRESQL = (
     "0002.PG_FUNCTIONS",
     "0008.PG_TRANSCRIPT",
     "0012.PG_SESSION_OVERVIEW",
-    "0009.PG_SEARCH_WORDS",
+    "0009.SEARCH_WORDS",
     "0010.USAGE",
     "0011.PG_OWNERS",
     "0013.PG_FORK_KEY",
+    "0015.PG_WORDS",
 )
-"""The same for a PostgreSQL database (functions, triggers, views, the search index)."""
+"""The same for a PostgreSQL database (functions, triggers, views, policies, and the search words' tables and index:
+revision 0015)."""
 
 # Alembic's ``context`` and ``op`` are process-wide proxies, swapped in and out
 # around each run: two threads migrating two databases at once (of either kind)

@@ -78,7 +78,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import TSQUERY, TSVECTOR
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect
@@ -221,6 +221,10 @@ USAGE_VIEW = table(
 FTS = table("events_fts", column("text"), column("rowid"), column("rank"))
 # The event id up to which the index holds the events (revision 0005): one row.
 PROGRESS = table("events_fts_progress", column("id"), column("indexed_through"))
+# PostgreSQL's search words (revision 0015): each transcript event's words, which the GIN index events_fts is over,
+# and the events whose words are missing or stale.
+WORDS = table("events_words", column("event"), column("words", TSVECTOR))
+UNINDEXED = table("events_unindexed", column("event"))
 
 
 # -- what the statements share ----------------------------------------------------------------------------------
@@ -675,19 +679,20 @@ def _search(t: Schema) -> Any:
 
 def _search_postgresql(t: Schema) -> Any:
     tr, inner = TRANSCRIPT.alias("t"), TRANSCRIPT.alias("m")
-    # The expression the GIN index events_fts is built over (revision 0009), so that it serves the search; the
-    # query is a tsquery's text as it is (no parser: its lexemes are spelled as the index's). The matches are
-    # found first, by the index alone (MATERIALIZED): ordered and limited in one query, the planner could walk
-    # the events newest first and compute every event's words until enough matched, minutes for a rare word in
-    # a million events. Newest first, not by rank: a rank would compute every match's words again (the index
-    # keeps no text), seconds for a common word (bench/pg_search.py).
-    words = func.sessionstore_search_words(inner.c.text)
-    found = (
+    # The candidates: the events whose words (revision 0015) match, through the GIN index events_fts, and the
+    # queued events (words missing or stale), whose words are computed here from their text, as the batch that
+    # indexes them will: so search is exact however far the words trail. The query is a tsquery's text as it is
+    # (no parser: its lexemes are spelled as the words are). The matches are found first (MATERIALIZED):
+    # ordered and limited in one query, the planner could walk the events newest first and look each one's
+    # words up until enough matched. Newest first, not by rank: a rank would need every match's words again.
+    query = cast(bindparam("query"), TSQUERY)
+    indexed = select(WORDS.c.event.label("event_id")).where(WORDS.c.words.op("@@")(query))
+    queued = (
         select(inner.c.event_id)
-        .where(words.op("@@")(cast(bindparam("query"), TSQUERY)))
-        .cte("found")
-        .prefix_with("MATERIALIZED")
+        .join_from(inner, UNINDEXED, UNINDEXED.c.event == inner.c.event_id)
+        .where(func.sessionstore_search_words(inner.c.text).op("@@")(query))
     )
+    found = indexed.union(queued).cte("found").prefix_with("MATERIALIZED")
     return (
         select(*_hit(tr.c.session_id, tr.c.position, tr.c.type, tr.c.role), tr.c.text)
         .join_from(tr, found, found.c.event_id == tr.c.event_id)
@@ -695,6 +700,34 @@ def _search_postgresql(t: Schema) -> Any:
         .limit(bindparam("limit"))
         .offset(bindparam("offset"))
     )
+
+
+def _take_unindexed(t: Schema) -> Any:
+    # Deleted in the statement that takes them, so the trigger's ON CONFLICT DO UPDATE of an event edited
+    # meanwhile waits for this transaction and queues it anew; SKIP LOCKED: two indexers never wait for each
+    # other nor take the same event.
+    taking = select(UNINDEXED.c.event).order_by(UNINDEXED.c.event).limit(bindparam("batch"))
+    taking = taking.with_for_update(skip_locked=True)
+    return delete(UNINDEXED).where(UNINDEXED.c.event.in_(taking.scalar_subquery())).returning(UNINDEXED.c.event)
+
+
+def _write_words(t: Schema) -> Any:
+    # Run after the take, in its transaction: its own snapshot sees every change the taken rows stood for.
+    text = select(TRANSCRIPT.c.event_id, func.sessionstore_search_words(TRANSCRIPT.c.text).label("words"))
+    fresh = text.where(TRANSCRIPT.c.event_id == func.any(bindparam("events"))).cte("fresh")
+    words = select(fresh.c.event_id, fresh.c.words).where(fresh.c.words.is_not(None))
+    # An event that left the transcript (its role, or its text, edited away) leaves no words behind.
+    gone = (
+        delete(WORDS)
+        .where(
+            WORDS.c.event == func.any(bindparam("events")),
+            WORDS.c.event.not_in(words.with_only_columns(fresh.c.event_id)),
+        )
+        .cte("gone")
+    )
+    upsert = postgresql.insert(WORDS).from_select(["event", "words"], words)
+    upsert = upsert.on_conflict_do_update(index_elements=[WORDS.c.event], set_={"words": upsert.excluded.words})
+    return upsert.add_cte(gone)
 
 
 def _orphans(t: Schema) -> Any:
@@ -1067,10 +1100,31 @@ STATEMENTS: list[Statement | Alias | Section] = [
     ),
     Statement(
         "SEARCH_POSTGRESQL",
-        "PostgreSQL: the GIN index events_fts (the transcript's text cut as FTS5 cuts words, revision 0009)"
-        " finds candidates for a tsquery; records.search keeps those whose words match as FTS5's tokenizer has it,"
-        " and cuts the snippet from the text. Paged: a page may keep fewer hits than it read.",
+        "PostgreSQL: the words (the transcript's text cut as FTS5 cuts words, revisions 0009 and 0015) find"
+        " candidates for a tsquery, through the GIN index events_fts and, for the events not indexed yet, computed"
+        " from their text; records.search keeps those whose words match as FTS5's tokenizer has it, and cuts the"
+        " snippet from the text. Paged: a page may keep fewer hits than it read.",
         _search_postgresql,
+        ("postgresql",),
+    ),
+    Statement(
+        "TAKE_UNINDEXED_POSTGRESQL",
+        "PostgreSQL: up to :batch queued events (revision 0015), taken off the queue for this transaction to index"
+        " (rows another transaction holds are skipped); their ids.",
+        _take_unindexed,
+        ("postgresql",),
+    ),
+    Statement(
+        "WRITE_WORDS_POSTGRESQL",
+        "PostgreSQL: the words of the events taken (:events), computed from their text as it is now; an event out"
+        " of the transcript has none.",
+        _write_words,
+        ("postgresql",),
+    ),
+    Statement(
+        "ANY_UNINDEXED_POSTGRESQL",
+        "PostgreSQL: whether any event this role sees is queued for indexing (a storage opening indexes them).",
+        lambda t: select(UNINDEXED.c.event).limit(1),
         ("postgresql",),
     ),
     Statement(

@@ -179,6 +179,7 @@ FILLERS = {
     "0012": fill_forked,
     "0013": fill_forked,
     "0014": fill_forked,
+    "0015": fill_forked,  # PostgreSQL only: a file is unchanged
 }
 
 # The columns every revision has: what an upgrade and a downgrade must keep as they were.

@@ -18,7 +18,7 @@ ScriptsWith = Callable[..., Path]
 
 REVISIONS = [revision for revision, _, _ in reversed(migrate.history())]
 # Revisions that change a PostgreSQL database alone: on a file they are a step that changes nothing.
-POSTGRESQL_ONLY = {"0009", "0011", "0013"}
+POSTGRESQL_ONLY = {"0009", "0011", "0013", "0015"}
 
 
 def master(path: Path) -> list[tuple[str, str, str, str | None]]:

@@ -51,7 +51,7 @@ WHOLE_DATABASE = {
     "queries.EVENT_TYPES": "stats: counts every event by type",
     "queries.DATABASE_SIZE_POSTGRESQL": "stats: the database's size",
     "queries.SESSION_IDS": "export --all: every session's id, in order",
-    "queries.SEARCH_POSTGRESQL": "search: every event the GIN index proposes, ranked",
+    "queries.SEARCH_POSTGRESQL": "search: every event the GIN index or the queue of unindexed events proposes",
     "queries.ORPHAN_EVENTS_POSTGRESQL": "check: every event's session",
     "queries.TOTAL_USAGE": "stats: every usage event's tokens (through the partial index ix_events_usage)",
     "queries.NEXT_STALE": "stats, retention show: the oldest session not stale yet",
@@ -255,6 +255,7 @@ NAMED: dict[str, Any] = {
     "last": 50,
     "forked_from": 3,
     "forked_at": 50,
+    "events": [4, 5],  # the events a batch took off the queue (revision 0015)
     "branch_of": None,
     "branch": 5,
     # A listing's page of ids (PAGE_USAGE): one session, the rest NULL, as a short page binds them.

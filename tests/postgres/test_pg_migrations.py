@@ -270,8 +270,9 @@ def test_0009_indexes_the_words_inside_tokens_and_goes_back(pg_server: PostgresS
     )
     indexes = "SELECT indexdef FROM pg_indexes WHERE indexname = 'events_fts'"
     assert "to_tsvector" in str(asyncio.run(fetch(pg_empty_url, indexes)))
-    assert pgmigrate.migrate(pg_empty_url) == "0008"
+    assert pgmigrate.migrate(pg_empty_url, "0009") == "0008"
     assert "sessionstore_search_words" in str(asyncio.run(fetch(pg_empty_url, indexes)))
+    pgmigrate.migrate(pg_empty_url)  # search runs at head (0015 keeps the words in a table of their own)
     for word in ("home", "src", "app", "example"):
         assert [h.position for h in records.search(pg_empty_url, word)] == [0], word
     pgmigrate.migrate(pg_empty_url, "0008", "downgrade")
