@@ -63,11 +63,10 @@ as the storage's background work (after the writes waiting: on SQLite, behind th
 RETENTION_BATCH = 64
 """Stale sessions a pass reads at a time (each then removed in a transaction of its own)."""
 INDEX_EVERY = 256
-"""A ``PostgresStorage`` brings the search words up to date (in transactions of their own, revision 0015) once it
-has written this many events since it last did, :data:`INDEX_DELAY` after the first write it has not indexed, and
-when it closes; search reads the few events not yet indexed directly. (The values of SQLite's
-``sqlite.storage.INDEX_EVERY`` and ``INDEX_DELAY``, which says the same of its FTS5 index: one place for both is
-this module.)"""
+"""A storage brings its search index up to date (in transactions of their own, off the appends' path: SQLite's FTS5
+index since revision 0005, PostgreSQL's words since 0015) once it has written this many events since it last did,
+:data:`INDEX_DELAY` after the first write it has not indexed, and when it closes; search reads the few events not
+yet indexed directly."""
 INDEX_DELAY = 1.0
 """Seconds from the first event written since the words were last brought up to date to the time they are (a timer
 started by that write, not moved by the writes after it: a steady trickle of writes is indexed every second)."""

@@ -23,7 +23,8 @@ From here:
   takes a row an edit not yet committed holds (see ``sessionstore.postgres.search``, which takes and indexes).
 * Row-level security (0011): whoever sees an event sees its words and its queue row, and no one else
   (``EXISTS`` on ``events``, whose own policy then applies). The trigger runs as the role writing, so its insert
-  passes for that role; the administrator sees everything.
+  passes for that role; the administrator sees everything. Each role gets on both tables the privileges it has on
+  ``events`` (so an upgrade never stops a role's appends for want of a grant on the queue).
 
 Search stays exact however far the words trail: its candidates are the GIN index's and those of the queued
 events, whose words are computed as it reads them; every candidate's text is checked as before.
@@ -85,12 +86,29 @@ OWNERS = Group(
 
 PG_WORDS = Group(WORDS, WORDS_INDEX, UNINDEXED, STALE, ON_INSERT, ON_UPDATE, OWNERS)
 
+# Whoever may read or write the events may do the same with their words and queue (rows of theirs alone: OWNERS).
+# The trigger queues an event as the role appending it, so without these grants an upgrade would stop every
+# per-person role's appends (0011) until an administrator ran the GRANT lines again.
+CARRY_GRANTS = """
+DO $$ DECLARE r record; BEGIN
+FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END
+                AS who, a.privilege_type AS what
+         FROM pg_class AS c, aclexplode(c.relacl) AS a
+         WHERE c.oid = 'events'::regclass AND a.grantee <> c.relowner
+           AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
+LOOP
+    EXECUTE format('GRANT %s ON events_words, events_unindexed TO %s', r.what, r.who);
+END LOOP;
+END $$
+"""
+
 
 def upgrade() -> None:
     if op.get_context().dialect.name != "postgresql":
         return
     op.drop_object("0009.PG_SEARCH")
     op.create_object(PG_WORDS)
+    op.execute(CARRY_GRANTS)
 
 
 def downgrade() -> None:

@@ -38,7 +38,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..codec import Codec, decode_all, quick_ready
-from ..durable import DELETE_SESSION, DurableStorage, Rewrite, event_row, fork_steps, replace_steps, run_steps
+from ..durable import (
+    DELETE_SESSION,
+    INDEX_DELAY,
+    INDEX_EVERY,
+    DurableStorage,
+    Rewrite,
+    event_row,
+    fork_steps,
+    replace_steps,
+    run_steps,
+)
 from ..errors import StorageError, from_sqlite
 from ..schema import queries
 from ..storage import (
@@ -83,13 +93,6 @@ CACHE_BYTES = 32 * 1024 * 1024
 """How much stored text (payloads) the read cache may stand for, by default: the histories this process read or
 wrote last, kept so a read or a ``set_history`` of an unchanged history costs no decoding. Decoded events take a
 few times their text in memory."""
-INDEX_EVERY = 256
-"""A storage brings the full-text index up to date (in transactions of their own) once it has written this many
-events since it last did, :data:`INDEX_DELAY` after the first write it has not indexed, and when it closes:
-appends commit without indexing (revision 0005), and search reads the few events not yet indexed directly."""
-INDEX_DELAY = 1.0
-"""Seconds from the first event written since the index was last brought up to date to the time it is (a timer
-started by that write, not moved by the writes after it: a steady trickle of writes is indexed every second)."""
 SCRUB_RETRY = 0.5
 """Seconds between two tries, in the background, to finish removing deleted text that another process's older
 snapshot held in the file (:func:`~sessionstore.sqlite.connect.scrub_log`): it is gone within this long of that

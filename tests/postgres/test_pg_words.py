@@ -330,6 +330,23 @@ def test_a_role_never_reads_another_roles_words_or_queue_rows(crew: Team) -> Non
     assert asyncio.run(fetch(bob, counts)) == [(2, 2)]
 
 
+def test_an_upgrade_to_0015_keeps_every_role_appending_and_searching(crew: Team) -> None:
+    """A team set up at 0014 (its grants name no words table nor queue, which did not exist) and upgraded by its
+    owner: each person's appends, which now queue their events as that person, go on, and their search finds them;
+    nobody had to run the GRANT lines again."""
+    pgmigrate.migrate(crew.url("owner"), "0014", "downgrade")
+    pgmigrate.migrate(crew.url("owner"))
+    sid = uuid4()
+
+    async def ann_writes() -> None:
+        async with PostgresStorage(crew.url("ann")) as storage:
+            await storage.save_event(UserMessage("a shearwater offshore"), EventContext.for_stream(sid))
+
+    asyncio.run(ann_writes())
+    assert found(crew.url("ann"), "shearwater") == {(sid.hex, 0)}
+    assert found(crew.url("bob"), "shearwater") == set()
+
+
 def test_check_is_clean_at_head_and_names_the_words_objects_missing(pg_server: PostgresServer, pg_url: str) -> None:
     raw_append(pg_url, ["a puffin"])  # left queued: a queue is no fault
     checked = run("check", "--json", "--db", pg_url)
