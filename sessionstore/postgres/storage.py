@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 
-from ..codec import TOKEN_COLUMNS, Codec, decode_all
+from ..codec import TOKEN_COLUMNS, Codec, decode_all, quick_ready
 from ..durable import (
     DELETE_SESSION,
     INDEX_DELAY,
@@ -494,9 +494,13 @@ class PostgresStorage(DurableStorage[Pool]):
 
         # The schema is checked on the pool's first connection, and the appenders' first is made meanwhile: both
         # are kept, so the first read and the first append pay no login (a TCP handshake and a SCRAM exchange).
+        # The decoder's parser is imported meanwhile too, off the loop's thread (no read pays the import).
+        ready = loop.run_in_executor(None, quick_ready)
         failed = [
             found
-            for found in await asyncio.gather(first(pool, True), first(appenders.pool, False), return_exceptions=True)
+            for found in await asyncio.gather(
+                first(pool, True), first(appenders.pool, False), ready, return_exceptions=True
+            )
             if found is not None
         ]
         if failed:
