@@ -112,7 +112,7 @@ size it would with SQLite's default (from 1,000 it grew to ~1,700 pages first, a
 longer syncs slower: sequential appends ran 0.85x as fast, ``bench/append_profile.py``, 0 rounds of 16 won)."""
 
 CHECKPOINT_PAGES_SLOW = 1000
-""":data:`CHECKPOINT_PAGES` while the disk is too slow for the loop's thread to commit (:data:`RECOVERY_COMMITS`):
+""":data:`CHECKPOINT_PAGES` while the disk is slow (the last commit timed took over :data:`LOOP_COMMIT_LIMIT`):
 SQLite's own default. There what an append waits for is the disk's syncs, and each checkpoint takes three (the log,
 the file, then the restarted log's header): at 10 ms per sync, checkpointing from 256 pages cost ~0.3 ms of every
 append in a sequence of 150, where the floor of the benchmark, at 1,000, never checkpointed."""
@@ -207,6 +207,9 @@ class WriteLane:
         # commits never overlap).
         self._quick = 0
         self._loop_run = 0
+        # Whether the last commit timed as evidence of the disk's speed was slow (not merely: the disk has not
+        # yet proven quick, as at first): then background work shares callers' commits and checkpoints are rarer.
+        self._slow = False
         # The task whose writes commit at once in this loop iteration, and since when (None: none did yet).
         self._slice_task: asyncio.Task[Any] | None = None
         self._slice_started = 0.0
@@ -327,7 +330,7 @@ class WriteLane:
 
     def _take(self) -> list[_Job]:
         with self._lock:
-            if self._background and self._pending and self._quick < RECOVERY_COMMITS:
+            if self._background and self._pending and self._slow:
                 # While the disk is too slow for the loop's thread, background work shares the callers'
                 # transaction, after their writes: a transaction of its own costs a sync, which takes longer
                 # there than the work (indexing a few hundred events: a millisecond or two).
@@ -400,6 +403,7 @@ class WriteLane:
         self._last_on_loop = time.perf_counter() - started
         if self._last_on_loop > LOOP_COMMIT_LIMIT:
             self._quick = 0
+            self._slow = True
         return outcomes
 
     # -- on the writer thread -------------------------------------------------------------------
@@ -434,13 +438,12 @@ class WriteLane:
     def _settings(self, on_loop: bool) -> None:
         """On the loop's thread the connection neither waits for another process's lock nor checkpoints the WAL;
         on the writer thread it does both (its busy timeout; :data:`CHECKPOINT_PAGES`, or
-        :data:`CHECKPOINT_PAGES_SLOW` while the disk is too slow for the loop's thread to commit)."""
+        :data:`CHECKPOINT_PAGES_SLOW` while the disk is slow)."""
         assert self._conn is not None
         if on_loop:
             wanted = (0, 0)
         else:
-            slow = self._quick < RECOVERY_COMMITS
-            wanted = (self._busy_ms, CHECKPOINT_PAGES_SLOW if slow else CHECKPOINT_PAGES)
+            wanted = (self._busy_ms, CHECKPOINT_PAGES_SLOW if self._slow else CHECKPOINT_PAGES)
         if wanted != self._applied:
             self._conn.execute(f"PRAGMA busy_timeout = {wanted[0]}")
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {wanted[1]}")
@@ -493,7 +496,8 @@ class WriteLane:
         if checkpointing or restarted:
             return
         if len(jobs) <= LOOP_BATCH and _size.small:
-            self._quick = self._quick + 1 if seconds <= LOOP_COMMIT_LIMIT else 0
+            self._slow = seconds > LOOP_COMMIT_LIMIT
+            self._quick = 0 if self._slow else self._quick + 1
 
     def _close_connection(self) -> None:
         conn, self._conn = self._conn, None
