@@ -223,7 +223,8 @@ class WriteLane:
 
     def start(self) -> None:
         """Open the write connection now, on the writer thread, without waiting for it: the first write then
-        finds it open (it took ~1 ms of that write's time), and a write submitted meanwhile queues behind it."""
+        finds it open (opening it was part of that write's time), and a write submitted meanwhile queues behind
+        it."""
         assert self._thread is not None
         self._thread.submit(self._open_quietly)
 
