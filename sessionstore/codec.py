@@ -141,6 +141,8 @@ NOT_MINE: Any = object()
 
 # Values an ``extend`` hook is never asked about: the JSON types themselves.
 _JSON_TYPES = frozenset({type(None), bool, int, float, str, dict, list})
+# Values that are their own JSON value (no float: it is checked for NaN): taken as they are, with no call.
+_PLAIN = frozenset({type(None), bool, int, str})
 
 
 def _encode_value(value: Any, path: str, extend: Callable[[Any, str], Any] | None = None) -> Any:
@@ -164,7 +166,7 @@ def _encode_value(value: Any, path: str, extend: Callable[[Any, str], Any] | Non
         return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
-            out = {k: _encode_value(v, f"{path}.{k}", extend) for k, v in value.items()}
+            out = {k: v if type(v) in _PLAIN else _encode_value(v, f"{path}.{k}", extend) for k, v in value.items()}
             if len(out) == 1 and next(iter(out)).startswith("$"):
                 return {"$items": [[k, v] for k, v in out.items()]}
             return out
@@ -328,6 +330,9 @@ class JsonCodec:
             value = getattr(event, name)
             if default is not _NO_DEFAULT and type(value) is type(default) and value == default:
                 continue  # smaller rows; decoding restores the default
+            if type(value) in _PLAIN:
+                fields[name] = value
+                continue
             try:
                 fields[name] = _encode_value(value, name)
             except RecursionError:
@@ -409,7 +414,7 @@ def token_columns(codec: Codec, event: Any) -> dict[str, int | None]:
 
 def describe_row(codec: Codec, event: Any) -> dict[str, str | int | None]:
     """The event's role, text and text_path columns, from the codec's description, and its token columns
-    (:func:`token_columns`).
+    (:func:`token_columns`): a new dict, which the caller may add to.
 
     The text is stored only where no path says where it is in the payload; text
     that UTF-8 cannot hold (lone surrogates) is stored with replacement
@@ -419,15 +424,25 @@ def describe_row(codec: Codec, event: Any) -> dict[str, str | int | None]:
     role, text, *rest = codec.describe(event)
     path = rest[0] if rest else None
     if path is not None:
-        if not is_text_path(path):
-            raise EventEncodeError(
-                f"{type(codec).__name__}.describe gave the text path {path!r} for a {type(event).__name__}:"
-                " not a JSON path such as $.content"
-            )
-        return {"role": role, "text": None, "text_path": path, **counted}
-    if text is not None and not text.isascii():
+        if path not in _PATHS_SEEN:
+            if not is_text_path(path):
+                raise EventEncodeError(
+                    f"{type(codec).__name__}.describe gave the text path {path!r} for a {type(event).__name__}:"
+                    " not a JSON path such as $.content"
+                )
+            if len(_PATHS_SEEN) < 1024:  # a codec making up paths as it goes still gets each one checked
+                _PATHS_SEEN.add(path)
+        text = None
+    elif text is not None and not text.isascii():
         text = text.encode("utf-8", "replace").decode("utf-8")
-    return {"role": role, "text": text, "text_path": None, **counted}
+    row: dict[str, str | int | None] = {"role": role, "text": text, "text_path": path}
+    row.update(counted)
+    return row
+
+
+_PATHS_SEEN: set[str] = set()
+"""Text paths :func:`describe_row` has found well-formed: a codec gives the same few for every event of a kind
+(``$.content``), and the check is a regular expression."""
 
 
 def decode_all(codec: Codec, rows: Iterable[tuple[str, str]]) -> list[Any]:

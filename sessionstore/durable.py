@@ -162,7 +162,9 @@ def event_row(codec: Codec, event: Any) -> dict[str, Any]:
     as it is at this call.
     """
     type_name, payload = codec.encode(event)
-    return {"type": type_name, "payload": payload, **describe_row(codec, event)}
+    row = describe_row(codec, event)
+    row["type"], row["payload"] = type_name, payload
+    return row
 
 
 class Rewrite:

@@ -9,6 +9,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -29,7 +30,7 @@ from sessionstore.postgres import PostgresStorage
 from sessionstore.postgres.connect import bind
 from sessionstore.schema import queries, statements
 from sessionstore.schema.models import Base, Session
-from sessionstore.storage import record_row, stamp, utc_text
+from sessionstore.storage import UPDATED_AT_SLACK, now_texts, record_row, stamp, utc_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sessionstore"
@@ -232,6 +233,20 @@ def test_a_time_binds_as_the_storages_write_it_and_reads_back_as_they_read_it(wh
     assert _bound("created_at", when, PG) == bind({"created_at": text})["created_at"]
     read = COLUMNS["created_at"].type.dialect_impl(SQLITE).result_processor(SQLITE, None)(text)
     assert COLUMNS["created_at"].type.process_result_value(read, SQLITE) == stamp(text) == when.astimezone(UTC)
+
+
+def test_the_clock_of_appends_writes_what_utc_text_writes_of_now() -> None:
+    """``now_texts`` formats a second once and then only its microseconds: it must write the instant as
+    ``utc_text`` does (a sorted column, compared as text), and the instant a whole slack before it."""
+    assert UPDATED_AT_SLACK.total_seconds() == int(UPDATED_AT_SLACK.total_seconds())  # shifted in whole seconds
+    for _ in range(3):
+        before = utc_text(datetime.now(UTC))
+        now, stale = now_texts()
+        after = utc_text(datetime.now(UTC))
+        assert len(now) == len(before) == 26
+        assert before[:19] <= now <= after  # datetime.now rounds the microseconds where now_texts cuts them
+        assert stamp(stale) == stamp(now) - UPDATED_AT_SLACK
+        time.sleep(0.6)  # into the next second: its text is made again
 
 
 def test_a_naive_time_is_refused_by_the_models_as_by_the_storages() -> None:

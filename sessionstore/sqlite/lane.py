@@ -63,6 +63,7 @@ from .connect import transaction
 __all__ = ["AfterCommit", "WriteLane", "Work"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 AfterCommit = Callable[[], None] | None
 """Run right after the transaction holding the work commits, in commit order, on the thread that committed it."""
@@ -119,6 +120,13 @@ append in a sequence of 150, where the floor of the benchmark, at 1,000, never c
 
 _PENDING, _TAKEN, _CANCELLED = 0, 1, 2
 _UNSET: Any = object()
+_MISSED: Any = object()
+"""A transaction on the loop's thread that did not commit (a bad write, another process holding the lock): it is
+queued as any other write, and fails, waits or runs there."""
+_TOO_LARGE: Any = object()
+"""A transaction too large for the loop's thread (:func:`will_write`): rolled back, it runs on the writer thread."""
+_ON_LOOP = (0, 0)
+"""The (busy timeout, checkpoint pages) of the connection on the loop's thread: no waiting, no checkpoints."""
 
 
 class _OffLoop(Exception):
@@ -249,8 +257,14 @@ class WriteLane:
         loop = asyncio.get_running_loop()
         off_loop = False
         if not background and self._idle.is_set() and self._may_commit_here(loop):
-            here = _Job(work, cast(asyncio.Future[Any], None))
-            if self._commit_now(here):
+            outcome = self._commit_here(work)
+            if outcome is _TOO_LARGE:
+                off_loop = True
+            elif outcome is not _MISSED:
+                result, after_commit = outcome
+                if after_commit is not None:
+                    with self._commit_lock:
+                        after_commit()
                 if time.perf_counter() - self._slice_started >= LOOP_SLICE:
                     await asyncio.sleep(0)  # the loop's other tasks run, as when the commit is queued
                     if self._last_on_loop > LOOP_SLICE:
@@ -259,8 +273,7 @@ class WriteLane:
                         # commit, a task sleeping 1 ms waited for two or three commits: 4-7 ms).
                         await asyncio.sleep(0)
                         await asyncio.sleep(0)
-                return cast(T, here.outcome)
-            off_loop = here.off_loop
+                return cast(T, result)
         job = _Job(work, loop.create_future(), background, off_loop=off_loop)
         with self._lock:
             (self._background if background else self._pending).append(job)
@@ -311,16 +324,6 @@ class WriteLane:
             and not self._restart_due
         )
 
-    def _commit_now(self, job: _Job) -> bool:
-        """Commit ``job`` alone, now, on the loop's thread (its outcome kept in it); False when it did not commit
-        (a bad write, another process holding the lock, a write too large for the loop): it is then queued as
-        any other, and fails, waits or runs there."""
-        outcomes = self._commit_here([job])
-        if outcomes is None:
-            return False
-        self._report([job], outcomes)
-        return True
-
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the next flush: on the loop's thread when it may (see the module's docstring), else the writer's."""
         assert self._thread is not None
@@ -365,8 +368,11 @@ class WriteLane:
             assert self._thread is not None
             self._thread.submit(self._flush, loop, jobs)
             return
-        outcomes = self._commit_here(jobs) if jobs else []
-        if outcomes is None:
+        outcomes = self._commit_here(lambda conn: [job.work(conn) for job in jobs]) if jobs else []
+        if outcomes is _TOO_LARGE:
+            for job in jobs:
+                job.off_loop = True
+        if outcomes is _TOO_LARGE or outcomes is _MISSED:
             assert self._thread is not None
             # Nothing was written: the writer thread runs them again, waits for the lock, and fails only
             # the jobs at fault.
@@ -377,35 +383,36 @@ class WriteLane:
         finally:
             self._delivered(jobs, loop)
 
-    def _commit_here(self, jobs: Sequence[_Job]) -> list[tuple[Any, AfterCommit]] | None:
-        """The jobs in one transaction on the loop's thread, never waiting for the lock nor checkpointing; None if
-        anything stopped it (rolled back whole), the jobs marked ``off_loop`` if they were too large for it.
-        Timed: a slow commit, or the lock taken, sends the next ones to the writer thread until
-        :data:`RECOVERY_COMMITS` in a row were quick there."""
+    def _commit_here(self, run: Callable[[sqlite3.Connection], R]) -> R | Any:
+        """``run`` in one transaction on the loop's thread, never waiting for the lock nor checkpointing: what it
+        returned, or :data:`_MISSED` if anything stopped it (rolled back whole), :data:`_TOO_LARGE` if it was too
+        large for the loop (:func:`will_write`). Timed: a slow commit, or the lock taken, sends the next ones to
+        the writer thread until :data:`RECOVERY_COMMITS` in a row were quick there."""
         assert self._conn is not None
-        self._settings(on_loop=True)
-        _size.start(on_loop=True)
+        if self._applied != _ON_LOOP:
+            self._settings(on_loop=True)
+        said = _size
+        said.rows = said.size = 0
+        said.on_loop = True
         started = time.perf_counter()
         try:
             with transaction(self._conn, self._path) as conn:
-                outcomes = [job.work(conn) for job in jobs]
+                done = run(conn)
         except _OffLoop:
-            for job in jobs:
-                job.off_loop = True
-            return None
+            return _TOO_LARGE
         except DatabaseBusyError:
             self._quick = 0
-            return None
+            return _MISSED
         except Exception:
-            return None
+            return _MISSED
         finally:
-            _size.on_loop = False
+            said.on_loop = False
         self._loop_run += 1
-        self._last_on_loop = time.perf_counter() - started
-        if self._last_on_loop > LOOP_COMMIT_LIMIT:
+        self._last_on_loop = spent = time.perf_counter() - started
+        if spent > LOOP_COMMIT_LIMIT:
             self._quick = 0
             self._slow = True
-        return outcomes
+        return done
 
     # -- on the writer thread -------------------------------------------------------------------
 
@@ -442,7 +449,7 @@ class WriteLane:
         :data:`CHECKPOINT_PAGES_SLOW` while the disk is slow)."""
         assert self._conn is not None
         if on_loop:
-            wanted = (0, 0)
+            wanted = _ON_LOOP
         else:
             wanted = (self._busy_ms, CHECKPOINT_PAGES_SLOW if self._slow else CHECKPOINT_PAGES)
         if wanted != self._applied:

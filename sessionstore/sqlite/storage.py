@@ -53,13 +53,13 @@ from ..errors import StorageError, from_sqlite
 from ..schema import queries
 from ..storage import (
     BUSY_TIMEOUT,
-    UPDATED_AT_SLACK,
     ContextLike,
     StreamId,
     check_last,
     held_error,
     missing_parent,
     newest,
+    now_texts,
     opened_from,
     session_id_of,
     utc_text,
@@ -323,7 +323,10 @@ class SQLiteStorage(DurableStorage[WriteLane]):
     # -- running work --------------------------------------------------------------------
 
     async def _submit(self, work: Work[T], *, background: bool = False) -> T:
-        return await (await self._ready()).submit(work, background=background)
+        lane = self._opened
+        if lane is None or self._loop is not asyncio.get_running_loop():  # not open (yet), or on another loop
+            lane = await self._ready()
+        return await lane.submit(work, background=background)
 
     async def _read(self, read: Callable[..., T], *args: Any) -> T:
         """Run ``read(connection, *args)`` on a reader thread."""
@@ -453,14 +456,14 @@ class SQLiteStorage(DurableStorage[WriteLane]):
 
     @staticmethod
     def _ensure_session(
-        conn: sqlite3.Connection, stream_id: StreamId, parent: StreamId | None, now: datetime, stamp: str
+        conn: sqlite3.Connection, stream_id: StreamId, parent: StreamId | None, stamp: str, stale: str
     ) -> tuple[State, int | None, str | None]:
         """The session's state, ``forked_from`` and holder's mark, creating the row if needed and stamping
         ``updated_at``.
 
         A row made here is made under ``parent``'s (the session the stream was opened from, which must have
-        one; :func:`~sessionstore.storage.opened_from`). ``stamp`` is ``now`` as stored text, which the caller
-        also writes on its rows.
+        one; :func:`~sessionstore.storage.opened_from`). ``stamp`` and ``stale`` are :func:`now_texts`: the
+        caller writes the first on its rows, and a session stamped before the second is stamped again.
         """
         row = conn.execute(queries.SESSION_STATE, {"sid": stream_id.hex}).fetchone()
         if row is None:
@@ -472,7 +475,7 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                 parent_row = found[0]
             made = conn.execute(queries.NEW_SESSION, {"sid": stream_id.hex, "parent": parent_row, "now": stamp})
             return (int(made.fetchone()[0]), 0, 0), None, None
-        if row[2] < utc_text(now - UPDATED_AT_SLACK):
+        if row[2] < stale:
             conn.execute(queries.STAMP_SESSION, {"now": stamp, "id": row[0]})
         return (int(row[0]), int(row[1]), int(row[4])), row[3], row[5]
 
@@ -516,9 +519,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
             will_write(1, len(payload))
-            now = datetime.now(UTC)
-            stamp = utc_text(now)
-            state, _, marked = self._ensure_session(conn, stream_id, parent, now, stamp)
+            stamp, stale = now_texts()
+            state, _, marked = self._ensure_session(conn, stream_id, parent, stamp, stale)
             row_id, _, length = state
             if marked is not None:
                 self._refuse_held(conn, row_id, sid)
@@ -581,9 +583,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         new = rewrite.events
 
         def work(conn: sqlite3.Connection) -> tuple[None, Callable[[], None]]:
-            now_dt = datetime.now(UTC)
-            now = utc_text(now_dt)
-            state, forked_from, marked = self._ensure_session(conn, stream_id, parent, now_dt, now)
+            now, stale = now_texts()
+            state, forked_from, marked = self._ensure_session(conn, stream_id, parent, now, stale)
             row_id, _, length = state
             if marked is not None:
                 self._refuse_held(conn, row_id, sid)
