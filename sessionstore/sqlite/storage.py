@@ -465,7 +465,8 @@ class SQLiteStorage(DurableStorage[WriteLane]):
         one; :func:`~sessionstore.storage.opened_from`). ``stamp`` and ``stale`` are :func:`now_texts`: the
         caller writes the first on its rows, and a session stamped before the second is stamped again.
         """
-        row = conn.execute(queries.SESSION_STATE, {"sid": stream_id.hex}).fetchone()
+        sid = stream_id.hex
+        row = conn.execute(queries.SESSION_STATE, {"sid": sid}).fetchone()
         if row is None:
             parent_row = None
             if parent is not None:
@@ -473,11 +474,12 @@ class SQLiteStorage(DurableStorage[WriteLane]):
                 if found is None:
                     raise missing_parent(stream_id, parent)
                 parent_row = found[0]
-            made = conn.execute(queries.NEW_SESSION, {"sid": stream_id.hex, "parent": parent_row, "now": stamp})
+            made = conn.execute(queries.NEW_SESSION, {"sid": sid, "parent": parent_row, "now": stamp})
             return (int(made.fetchone()[0]), 0, 0), None, None
-        if row[2] < stale:
-            conn.execute(queries.STAMP_SESSION, {"now": stamp, "id": row[0]})
-        return (int(row[0]), int(row[1]), int(row[4])), row[3], row[5]
+        row_id, revision, updated_at, forked_from, length, marked = row
+        if updated_at < stale:
+            conn.execute(queries.STAMP_SESSION, {"now": stamp, "id": row_id})
+        return (row_id, revision, length), forked_from, marked
 
     def _cache_put(self, sid: str, entry: _Cached) -> None:
         """Keep ``entry`` as the latest, and let the oldest go while the cache stands for more than its bound."""
