@@ -399,12 +399,12 @@ def utc_text(value: datetime) -> str:
     The one rule for a session's times, everywhere: they are instants, so a
     naive datetime (which could mean any of 24 hours) is refused, not guessed.
     """
-    if value.tzinfo is UTC:  # datetime.now(UTC), twice per append: no conversion to make
+    if value.tzinfo is UTC:  # datetime.now(UTC): no conversion to make
         return value.isoformat(" ", "microseconds")[:26]
     if value.tzinfo is None or value.utcoffset() is None:
         raise EventEncodeError(f"a session's timestamp must be timezone-aware (datetime.now(UTC)), got {value!r}")
     try:
-        # isoformat, not strftime: twice as fast (two per append), and it writes a year below 1000 with its
+        # isoformat, not strftime: twice as fast, and it writes a year below 1000 with its
         # four digits, as SQLite's own strftime does, where strftime("%Y") need not.
         return value.astimezone(UTC).isoformat(" ", "microseconds")[:26]
     except OverflowError:
