@@ -83,7 +83,8 @@ LOOP_SLICE = 0.0005
 """Seconds one task's writes may go on committing at once on the event loop's thread before the call yields to
 the loop's other tasks. A loop iteration per write cost a sequential writer ~5% of each append; a slice of 1 ms
 took the loop lag's p99 during sequential appends from 1.4 to ~3.5 ms, half of it to ~2.5 ms (the 5 ms an agent's
-other tasks should never see is the bound)."""
+other tasks should never see is the bound; measured again with this lane: 2.5-2.8 ms at 0.5 ms, 3.3-3.8 ms at 1 ms,
+for no gain in the same benchmark's sequential appends)."""
 LOOP_COMMIT_LIMIT = 0.003
 """Seconds a commit may take and still count as quick. One on the event loop's thread that takes longer sends the
 next ones to the writer thread (the loop must not wait for a slow disk again): well under the 5 ms of loop lag an
@@ -102,15 +103,18 @@ LOOP_WRITE_SIZE = 64 * 1024
 """Characters of stored text (payloads, titles, a session's context) one transaction on the event loop's thread may
 write; a larger write runs on the writer thread (:func:`will_write`). 16 pages of the WAL at most: under a
 millisecond to encode, insert and write here."""
-LOOP_RUN = 256
+LOOP_RUN = 100
 """At most this many commits in a row on the event loop's thread; the next goes to the writer thread, where the WAL
-is checkpointed (:data:`CHECKPOINT_PAGES`): this makes sure one comes (indexing new events usually does first)."""
+is checkpointed (:data:`CHECKPOINT_PAGES`): this makes sure one comes (indexing new events may come first). A
+sequential append writes two or three pages, so the WAL is checkpointed near :data:`CHECKPOINT_PAGES` and its
+file stops growing early: every commit that lengthens the file syncs slower (at 256, a fresh file's WAL reached
+~600 pages over the first thousand appends, and a commit's p90 went from ~0.3 to ~0.5 ms on this project's disk)."""
 CHECKPOINT_PAGES = 256
 """SQLite checkpoints the WAL (copies it into the file: up to megabytes and two fsyncs) in the commit that finds it
 holding this many pages; the lane lets that happen in the writer thread's commits only, never the loop's. Those
-come every few hundred commits, so the threshold is a quarter of SQLite's 1,000: the WAL then restarts near the
-size it would with SQLite's default (from 1,000 it grew to ~1,700 pages first, and a commit that makes the file
-longer syncs slower: sequential appends ran 0.85x as fast, ``bench/append_profile.py``, 0 rounds of 16 won)."""
+come every hundred commits or so (:data:`LOOP_RUN`, indexing), so the threshold is a quarter of SQLite's 1,000: a
+WAL checkpointed from 1,000 pages grew to ~1,700 first, and a commit that makes the file longer syncs slower
+(sequential appends ran 0.85x as fast, ``bench/append_profile.py``, 0 rounds of 16 won)."""
 
 CHECKPOINT_PAGES_SLOW = 1000
 """:data:`CHECKPOINT_PAGES` while the disk is slow (the last commit timed took over :data:`LOOP_COMMIT_LIMIT`):
@@ -256,6 +260,11 @@ class WriteLane:
             raise StorageError(f"{self._path}: the storage was closed")
         loop = asyncio.get_running_loop()
         off_loop = False
+        if not background and self._slice_task is not None and self._slice_task is asyncio.current_task(loop):
+            if time.perf_counter() - self._slice_started >= LOOP_SLICE:
+                # Its slice ran out since its last commit: the loop's other tasks run, then a new slice begins
+                # (queued instead, the write would wait for two loop iterations and a future).
+                await asyncio.sleep(0)
         if not background and self._idle.is_set() and self._may_commit_here(loop):
             outcome = self._commit_here(work)
             if outcome is _TOO_LARGE:
