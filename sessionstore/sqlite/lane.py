@@ -63,7 +63,6 @@ from .connect import transaction
 __all__ = ["AfterCommit", "WriteLane", "Work"]
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 AfterCommit = Callable[[], None] | None
 """Run right after the transaction holding the work commits, in commit order, on the thread that committed it."""
@@ -108,7 +107,8 @@ LOOP_RUN = 100
 is checkpointed (:data:`CHECKPOINT_PAGES`): this makes sure one comes (indexing new events may come first). A
 sequential append writes two or three pages, so the WAL is checkpointed near :data:`CHECKPOINT_PAGES` and its
 file stops growing early: every commit that lengthens the file syncs slower (at 256, a fresh file's WAL reached
-~600 pages over the first thousand appends, and a commit's p90 went from ~0.3 to ~0.5 ms on this project's disk)."""
+~600 pages over the first thousand appends; sessionstore's statements on a plain connection, checkpointed every
+256 commits rather than every 256 pages, took a commit's p90 from ~0.3 to ~0.5 ms on this project's disk)."""
 CHECKPOINT_PAGES = 256
 """SQLite checkpoints the WAL (copies it into the file: up to megabytes and two fsyncs) in the commit that finds it
 holding this many pages; the lane lets that happen in the writer thread's commits only, never the loop's. Those
@@ -392,17 +392,14 @@ class WriteLane:
         finally:
             self._delivered(jobs, loop)
 
-    def _commit_here(self, run: Callable[[sqlite3.Connection], R]) -> R | Any:
+    def _commit_here(self, run: Callable[[sqlite3.Connection], Any]) -> Any:
         """``run`` in one transaction on the loop's thread, never waiting for the lock nor checkpointing: what it
         returned, or :data:`_MISSED` if anything stopped it (rolled back whole), :data:`_TOO_LARGE` if it was too
         large for the loop (:func:`will_write`). Timed: a slow commit, or the lock taken, sends the next ones to
         the writer thread until :data:`RECOVERY_COMMITS` in a row were quick there."""
         assert self._conn is not None
-        if self._applied != _ON_LOOP:
-            self._settings(on_loop=True)
-        said = _size
-        said.rows = said.size = 0
-        said.on_loop = True
+        self._settings(on_loop=True)
+        _size.start(on_loop=True)
         started = time.perf_counter()
         try:
             with transaction(self._conn, self._path) as conn:
@@ -415,7 +412,7 @@ class WriteLane:
         except Exception:
             return _MISSED
         finally:
-            said.on_loop = False
+            _size.on_loop = False
         self._loop_run += 1
         self._last_on_loop = spent = time.perf_counter() - started
         if spent > LOOP_COMMIT_LIMIT:
