@@ -31,8 +31,9 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   :data:`LOOP_COMMIT_LIMIT`, until :data:`RECOVERY_COMMITS` in a row were
   quick there (measured, not a timer: while the disk stays slow, the loop
   never waits for it again), one write after :data:`LOOP_RUN` in a row on the
-  loop (the WAL is checkpointed there, never on the loop's thread), and the
-  writes queued while a commit runs there.
+  loop while the disk is not quick enough for the loop to checkpoint the WAL
+  itself (it is checkpointed there), and the writes queued while a commit runs
+  there.
 
 So the loop's thread waits on the disk only for a small write while the
 disk's last commits were quick; a disk that turns slow between two commits
@@ -103,16 +104,18 @@ LOOP_WRITE_SIZE = 64 * 1024
 write; a larger write runs on the writer thread (:func:`will_write`). 16 pages of the WAL at most: under a
 millisecond to encode, insert and write here."""
 LOOP_RUN = 100
-"""At most this many commits in a row on the event loop's thread; the next goes to the writer thread, where the WAL
-is checkpointed (:data:`CHECKPOINT_PAGES`): this makes sure one comes (indexing new events may come first). A
-sequential append writes two or three pages, so the WAL is checkpointed near :data:`CHECKPOINT_PAGES` and its
-file stops growing early: every commit that lengthens the file syncs slower (at 256, a fresh file's WAL reached
-~600 pages over the first thousand appends; sessionstore's statements on a plain connection, checkpointed every
-256 commits rather than every 256 pages, took a commit's p90 from ~0.3 to ~0.5 ms on this project's disk)."""
+"""After this many commits in a row on the event loop's thread the WAL is checkpointed: there, right after the last
+of them, while the disk is quick (:meth:`WriteLane._checkpoint_here`), else in the next commit, which goes to the
+writer thread (:data:`CHECKPOINT_PAGES`; indexing new events may bring one sooner). A sequential append writes two
+or three pages, so the WAL is checkpointed near :data:`CHECKPOINT_PAGES` and its file stops growing early: every
+commit that lengthens the file syncs slower (at 256, a fresh file's WAL reached ~600 pages over the first thousand
+appends; sessionstore's statements on a plain connection, checkpointed every 256 commits rather than every 256
+pages, took a commit's p90 from ~0.3 to ~0.5 ms on this project's disk)."""
 CHECKPOINT_PAGES = 256
 """SQLite checkpoints the WAL (copies it into the file: up to megabytes and two fsyncs) in the commit that finds it
-holding this many pages; the lane lets that happen in the writer thread's commits only, never the loop's. Those
-come every hundred commits or so (:data:`LOOP_RUN`, indexing), so the threshold is a quarter of SQLite's 1,000: a
+holding this many pages; the lane lets that happen in the writer thread's commits only (the loop's thread
+checkpoints only when told to: :data:`LOOP_RUN`). Those come every hundred commits or so (:data:`LOOP_RUN`,
+indexing), so the threshold is a quarter of SQLite's 1,000: a
 WAL checkpointed from 1,000 pages grew to ~1,700 first, and a commit that makes the file longer syncs slower
 (sequential appends ran 0.85x as fast, ``bench/append_profile.py``, 0 rounds of 16 won)."""
 
@@ -214,6 +217,8 @@ class WriteLane:
         # Set while no flush is queued or running, on either thread (event-loop side).
         self._idle = asyncio.Event()
         self._idle.set()
+        # Whether the flush to come is one the loop's thread runs and has not begun (see _only_background).
+        self._flush_on_loop_next = False
         # Commits in a row that were quick (the loop's thread may commit while there are RECOVERY_COMMITS),
         # and commits on the loop's thread since the writer thread's last (changed by whichever thread commits;
         # commits never overlap).
@@ -226,9 +231,11 @@ class WriteLane:
         self._slice_task: asyncio.Task[Any] | None = None
         self._slice_started = 0.0
         # How long the last commit on the loop's thread took, and whether the writer thread's last commit
-        # may have checkpointed the WAL (the next one then starts it again, on that thread: see _judge).
+        # may have checkpointed the WAL (the next one then starts it again: see _judge and _loop_allowed).
         self._last_on_loop = 0.0
         self._restart_due = False
+        # How long the last commit timed as evidence of the disk's speed took (here or on the writer thread).
+        self._last_commit = LOOP_COMMIT_LIMIT
         # The busy timeout the connection was opened with, and the (busy timeout, checkpoint pages) in force.
         self._busy_ms = 0
         self._applied: tuple[int, int] | None = None
@@ -265,7 +272,7 @@ class WriteLane:
                 # Its slice ran out since its last commit: the loop's other tasks run, then a new slice begins
                 # (queued instead, the write would wait for two loop iterations and a future).
                 await asyncio.sleep(0)
-        if not background and self._idle.is_set() and self._may_commit_here(loop):
+        if not background and (self._idle.is_set() or self._only_background) and self._may_commit_here(loop):
             outcome = self._commit_here(work)
             if outcome is _TOO_LARGE:
                 off_loop = True
@@ -322,21 +329,37 @@ class WriteLane:
     def _next_iteration(self) -> None:
         self._slice_task = None
 
+    @property
+    def _only_background(self) -> bool:
+        """Whether all that waits is background work, for a flush the loop's thread has yet to begin: the
+        connection is free, and a caller's write may commit at once ahead of it (queued behind it instead, it
+        waited for :data:`BACKGROUND_WAITS` such flushes, each two loop iterations and a future: 8 appends in
+        every 256, as each batch of new events was indexed)."""
+        return self._flush_on_loop_next and not self._pending
+
     def _loop_allowed(self) -> bool:
         """Whether the loop's thread may commit now: the connection is open, the last :data:`RECOVERY_COMMITS`
         commits were quick, the writer thread committed within the last :data:`LOOP_RUN`, and not a checkpoint
-        that leaves the WAL to start again (:meth:`_judge`)."""
+        that leaves the WAL to start again (:meth:`_judge`) unless :attr:`_syncs_quick` (at 0.3 ms per sync,
+        each restart handed over cost ~0.25 ms more than one committed here)."""
         return (
             self._conn is not None
             and self._quick >= RECOVERY_COMMITS
             and self._loop_run < LOOP_RUN
-            and not self._restart_due
+            and (not self._restart_due or self._syncs_quick)
         )
+
+    @property
+    def _syncs_quick(self) -> bool:
+        """Whether the last commit timed took under half :data:`LOOP_COMMIT_LIMIT`: then the loop's thread may also
+        checkpoint the WAL (:meth:`_checkpoint_here`) and start it again, whose extra syncs stay under the limit."""
+        return 2 * self._last_commit < LOOP_COMMIT_LIMIT
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the next flush: on the loop's thread when it may (see the module's docstring), else the writer's."""
         assert self._thread is not None
         if self._loop_allowed():
+            self._flush_on_loop_next = True
             loop.call_soon(self._flush_on_loop, loop)
         else:
             self._thread.submit(self._flush, loop)
@@ -372,6 +395,7 @@ class WriteLane:
 
     def _flush_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit the queued jobs here if the lock is free at once; else, or on any error, hand them over."""
+        self._flush_on_loop_next = False
         jobs = self._take()
         if len(jobs) > LOOP_BATCH or any(job.background or job.off_loop for job in jobs):
             assert self._thread is not None
@@ -414,11 +438,36 @@ class WriteLane:
         finally:
             _size.on_loop = False
         self._loop_run += 1
-        self._last_on_loop = spent = time.perf_counter() - started
+        self._restart_due = False
+        self._last_on_loop = self._last_commit = spent = time.perf_counter() - started
         if spent > LOOP_COMMIT_LIMIT:
             self._quick = 0
             self._slow = True
+        elif self._loop_run >= LOOP_RUN and self._syncs_quick:
+            self._checkpoint_here()
         return done
+
+    def _checkpoint_here(self) -> None:
+        """Copy the WAL into the file here, after :data:`LOOP_RUN` commits on the loop's thread, while the disk is
+        quick (:attr:`_syncs_quick`): handed to the writer thread, each checkpoint and the restart after it cost a
+        sequential writer two hops to that thread and back, where the floor's own checkpoints run inline (with
+        :attr:`_only_background` and restarts on this thread, appends ran 1.035x as fast, faster in 17 of 20
+        rounds paired in one process, ``bench/ab_inproc.py``).
+
+        ``PASSIVE`` waits for no one (a reader's older snapshot keeps the frames it may read). One that fails, or
+        takes longer than :data:`LOOP_COMMIT_LIMIT`, leaves the next checkpoints to the writer thread (as a
+        slow commit does: :data:`RECOVERY_COMMITS`)."""
+        assert self._conn is not None
+        started = time.perf_counter()
+        try:
+            busy, logged, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:
+            return  # LOOP_RUN sends the next commit to the writer thread, which checkpoints
+        self._loop_run = 0
+        self._restart_due = not busy and logged == copied  # the next commit starts the WAL again
+        if time.perf_counter() - started > LOOP_COMMIT_LIMIT:
+            self._quick = 0
+            self._slow = True
 
     # -- on the writer thread -------------------------------------------------------------------
 
@@ -450,9 +499,9 @@ class WriteLane:
             raise
 
     def _settings(self, on_loop: bool) -> None:
-        """On the loop's thread the connection neither waits for another process's lock nor checkpoints the WAL;
-        on the writer thread it does both (its busy timeout; :data:`CHECKPOINT_PAGES`, or
-        :data:`CHECKPOINT_PAGES_SLOW` while the disk is slow)."""
+        """On the loop's thread the connection neither waits for another process's lock nor checkpoints the WAL on
+        its own (:meth:`_checkpoint_here` does, when due); on the writer thread it does both (its busy timeout;
+        :data:`CHECKPOINT_PAGES`, or :data:`CHECKPOINT_PAGES_SLOW` while the disk is slow)."""
         assert self._conn is not None
         if on_loop:
             wanted = _ON_LOOP
@@ -502,14 +551,16 @@ class WriteLane:
         that find the WAL full, and the commit after them, which starts the WAL again from its beginning and
         then syncs twice (the log's new header, then its frames). Those are slow for their syncs, not the
         disk's (counted, they kept the next :data:`RECOVERY_COMMITS` writes off the loop, each paying the
-        hand-over), and the commit after one is kept on this thread too (:attr:`_restart_due`): on the loop
-        its two syncs kept a timer waiting 4-5 ms at 2 ms per sync."""
+        hand-over), and the commit after one is kept on this thread too (:attr:`_restart_due`) unless the
+        disk is quick (:meth:`_loop_allowed`): on the loop its two syncs kept a timer waiting 4-5 ms at 2 ms
+        per sync."""
         checkpointing = self._loop_run >= LOOP_RUN or any(job.background for job in jobs)
         restarted, self._restart_due = self._restart_due, checkpointing
         self._loop_run = 0
         if checkpointing or restarted:
             return
         if len(jobs) <= LOOP_BATCH and _size.small:
+            self._last_commit = seconds
             self._slow = seconds > LOOP_COMMIT_LIMIT
             self._quick = 0 if self._slow else self._quick + 1
 

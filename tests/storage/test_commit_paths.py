@@ -3,7 +3,7 @@
 The loop's thread saves the hop to the writer thread and back; it must never
 cost the agent's other tasks their responsiveness. So the loop never waits for
 another process's lock (the batch goes to the writer thread at once), never
-takes a large write, never checkpoints, and a slow commit sends the next ones
+takes a large write, checkpoints only while the disk is quick, and a slow commit sends the next ones
 to the writer thread until commits there have been quick again
 (``tests/reliability/test_slow_disk.py`` does it with a real slow fsync).
 """
@@ -199,14 +199,17 @@ async def test_a_write_too_large_for_the_loop_runs_on_the_writer_thread(
         assert [len(await storage.get_history(c.stream.id)) for c in others] == [0, 3, 1]
 
 
-async def test_the_loop_never_checkpoints_the_wal(
-    tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("quick", [True, False], ids=["quick disk", "disk not quick enough"])
+async def test_the_wal_is_checkpointed_after_loop_run_on_the_loop_only_while_the_disk_is_quick(
+    tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch, quick: bool
 ) -> None:
-    """SQLite checkpoints in the commit that finds the WAL past 1,000 pages: megabytes copied into the file and two
-    fsyncs. Never on the loop's thread: on the writer thread's next commit, which comes after LOOP_RUN on the loop
-    at the latest (indexing usually brings one sooner; not here)."""
+    """SQLite checkpoints in the commit that finds the WAL past its threshold: megabytes copied into the file and
+    syncs. The loop's connection never does that on its own (its WAL grows past 1,000 pages, nothing copied);
+    after LOOP_RUN commits there the WAL is checkpointed: on the loop's thread while its commits take under half
+    LOOP_COMMIT_LIMIT, else on the writer thread's next commit (indexing usually brings one sooner; not here)."""
     monkeypatch.setattr(sqlite_storage, "INDEX_EVERY", 10**6)
     monkeypatch.setattr(sqlite_storage, "INDEX_DELAY", 60.0)
+    monkeypatch.setattr(lane.WriteLane, "_syncs_quick", property(lambda self: quick))
     run = 600
     monkeypatch.setattr(lane, "LOOP_RUN", run)
     path = tmp_path / "agent.db"
@@ -215,13 +218,16 @@ async def test_the_loop_never_checkpoints_the_wal(
     async with SQLiteStorage(path) as storage:
         await storage.save_event(UserMessage("opens the connection"), stream)
         size = path.stat().st_size
-        for n in range(run):
+        for n in range(run - 1):
             await storage.save_event(UserMessage(f"{n} " + "z" * 1500), stream)
-        assert committers[1:] == [LOOP] * run
+        assert committers[1:] == [LOOP] * (run - 1)
         assert wal.stat().st_size > 1000 * (4096 + 24)  # past SQLite's checkpoint threshold...
         assert path.stat().st_size == size  # ...and nothing copied into the file
-        await storage.save_event(UserMessage("one more: on the writer thread, which checkpoints"), stream)
-        assert committers[-1] == WRITER
+        await storage.save_event(UserMessage("the last of the run"), stream)
+        assert committers[-1] == LOOP
+        assert (path.stat().st_size > size) is quick  # checkpointed right after it, on this thread
+        await storage.save_event(UserMessage("one more"), stream)
+        assert committers[-1] == (LOOP if quick else WRITER)  # where the WAL starts again, or is checkpointed
         assert path.stat().st_size > size
         assert len(await storage.get_history(stream.stream.id)) == run + 2
 
