@@ -451,8 +451,8 @@ class WriteLane:
         """Copy the WAL into the file here, after :data:`LOOP_RUN` commits on the loop's thread, while the disk is
         quick (:attr:`_syncs_quick`): handed to the writer thread, each checkpoint and the restart after it cost a
         sequential writer two hops to that thread and back, where the floor's own checkpoints run inline (with
-        :attr:`_only_background` and restarts on this thread, appends ran 1.035x as fast, faster in 17 of 20
-        rounds paired in one process, ``bench/ab_inproc.py``).
+        :attr:`_only_background` and restarts on this thread, appends ran 1.02-1.035x as fast in three runs of
+        16-20 rounds paired in one process, ``bench/ab_inproc.py``).
 
         ``PASSIVE`` waits for no one (a reader's older snapshot keeps the frames it may read). One that fails, or
         takes longer than :data:`LOOP_COMMIT_LIMIT`, leaves the next checkpoints to the writer thread (as a
