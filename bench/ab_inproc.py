@@ -39,6 +39,8 @@ sys.path.insert(0, str(HERE))
 from payloads import make_events  # noqa: E402
 from peers import raw  # noqa: E402
 
+import sessionstore  # noqa: E402
+
 COUNT = 1000
 AGAINST = "sessionstore_against"
 
@@ -81,8 +83,6 @@ class Sessionstore:
         self.events = to_events(package)
 
     async def open(self) -> None:
-        import sessionstore
-
         async with sessionstore.SQLiteStorage(self.path):
             pass  # the schema, made by this checkout's migrations (see import_revision)
         self.storage = self.package.SQLiteStorage(self.path)
@@ -158,8 +158,6 @@ class OnItsLoop:
 
 
 def one_round(folder: Path, against: ModuleType, block: int) -> dict[str, float]:
-    import sessionstore
-
     stores = {
         "floor": OnItsLoop(Floor(folder / "floor.db")),
         "against": OnItsLoop(Sessionstore(against, folder / "against.db")),
