@@ -31,9 +31,9 @@ Where a transaction commits (``python3 bench/run.py --sections a,b,lag`` measure
   :data:`LOOP_COMMIT_LIMIT`, until :data:`RECOVERY_COMMITS` in a row were
   quick there (measured, not a timer: while the disk stays slow, the loop
   never waits for it again), one write after :data:`LOOP_RUN` in a row on the
-  loop while the disk is not quick enough for the loop to checkpoint the WAL
-  itself (it is checkpointed there), and the writes queued while a commit runs
-  there.
+  loop while the disk is not quick enough for the loop's commits to checkpoint
+  the WAL (it is checkpointed there), and the writes queued while a commit
+  runs there.
 
 So the loop's thread waits on the disk only for a small write while the
 disk's last commits were quick; a disk that turns slow between two commits
@@ -104,20 +104,20 @@ LOOP_WRITE_SIZE = 64 * 1024
 write; a larger write runs on the writer thread (:func:`will_write`). 16 pages of the WAL at most: under a
 millisecond to encode, insert and write here."""
 LOOP_RUN = 100
-"""After this many commits in a row on the event loop's thread the WAL is checkpointed: there, right after the last
-of them, while the disk is quick (:meth:`WriteLane._checkpoint_here`), else in the next commit, which goes to the
-writer thread (:data:`CHECKPOINT_PAGES`; indexing new events may bring one sooner). A sequential append writes two
-or three pages, so the WAL is checkpointed near :data:`CHECKPOINT_PAGES` and its file stops growing early: every
-commit that lengthens the file syncs slower (at 256, a fresh file's WAL reached ~600 pages over the first thousand
-appends; sessionstore's statements on a plain connection, checkpointed every 256 commits rather than every 256
-pages, took a commit's p90 from ~0.3 to ~0.5 ms on this project's disk)."""
+"""While the disk is not quick enough for the event loop's thread to checkpoint the WAL (:data:`_ON_LOOP`), the
+commit after this many in a row there goes to the writer thread, which checkpoints (indexing new events may bring
+one sooner). A sequential append writes two or three pages, so the WAL is checkpointed near
+:data:`CHECKPOINT_PAGES` and its file stops growing early: every commit that lengthens the file syncs slower (at
+256, a fresh file's WAL reached ~600 pages over the first thousand appends; sessionstore's statements on a plain
+connection, checkpointed every 256 commits rather than every 256 pages, took a commit's p90 from ~0.3 to ~0.5 ms on
+this project's disk)."""
 CHECKPOINT_PAGES = 256
 """SQLite checkpoints the WAL (copies it into the file: up to megabytes and two fsyncs) in the commit that finds it
-holding this many pages; the lane lets that happen in the writer thread's commits only (the loop's thread
-checkpoints only when told to: :data:`LOOP_RUN`). Those come every hundred commits or so (:data:`LOOP_RUN`,
-indexing), so the threshold is a quarter of SQLite's 1,000: a
-WAL checkpointed from 1,000 pages grew to ~1,700 first, and a commit that makes the file longer syncs slower
-(sequential appends ran 0.85x as fast, ``bench/append_profile.py``, 0 rounds of 16 won)."""
+holding this many pages: on the writer thread, and on the loop's while the disk is quick
+(:data:`_ON_LOOP_CHECKPOINTING`). The writer thread's commits come every hundred or so when the disk is not
+(:data:`LOOP_RUN`, indexing), so the threshold is a quarter of SQLite's 1,000: a WAL checkpointed from 1,000 pages
+grew to ~1,700 first, and a commit that makes the file longer syncs slower (sequential appends ran 0.85x as fast,
+``bench/append_profile.py``, 0 rounds of 16 won)."""
 
 CHECKPOINT_PAGES_SLOW = 1000
 """:data:`CHECKPOINT_PAGES` while the disk is slow (the last commit timed took over :data:`LOOP_COMMIT_LIMIT`):
@@ -133,7 +133,13 @@ queued as any other write, and fails, waits or runs there."""
 _TOO_LARGE: Any = object()
 """A transaction too large for the loop's thread (:func:`will_write`): rolled back, it runs on the writer thread."""
 _ON_LOOP = (0, 0)
-"""The (busy timeout, checkpoint pages) of the connection on the loop's thread: no waiting, no checkpoints."""
+"""The (busy timeout, checkpoint pages) of the connection on the loop's thread: no waiting, no checkpoints
+(:data:`LOOP_RUN` hands them to the writer thread)."""
+_ON_LOOP_CHECKPOINTING = (0, CHECKPOINT_PAGES)
+"""The same while the disk is quick (:attr:`WriteLane._syncs_quick`): the commit that finds the WAL holding
+:data:`CHECKPOINT_PAGES` copies it into the file, as the floor's commits do. Checkpointing on the loop's thread
+only after :data:`LOOP_RUN` commits, with a ``PASSIVE`` checkpoint of its own, sequential appends ran 0.95x as fast
+(``bench/ab_inproc.py``, 32 rounds, slower in all 32)."""
 
 
 class _OffLoop(Exception):
@@ -351,8 +357,9 @@ class WriteLane:
 
     @property
     def _syncs_quick(self) -> bool:
-        """Whether the last commit timed took under half :data:`LOOP_COMMIT_LIMIT`: then the loop's thread may also
-        checkpoint the WAL (:meth:`_checkpoint_here`) and start it again, whose extra syncs stay under the limit."""
+        """Whether the last commit timed took under half :data:`LOOP_COMMIT_LIMIT`: then the loop's commits may also
+        checkpoint the WAL (:data:`_ON_LOOP_CHECKPOINTING`) and start it again, whose extra syncs stay under the
+        limit."""
         return 2 * self._last_commit < LOOP_COMMIT_LIMIT
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -417,10 +424,11 @@ class WriteLane:
             self._delivered(jobs, loop)
 
     def _commit_here(self, run: Callable[[sqlite3.Connection], Any]) -> Any:
-        """``run`` in one transaction on the loop's thread, never waiting for the lock nor checkpointing: what it
-        returned, or :data:`_MISSED` if anything stopped it (rolled back whole), :data:`_TOO_LARGE` if it was too
-        large for the loop (:func:`will_write`). Timed: a slow commit, or the lock taken, sends the next ones to
-        the writer thread until :data:`RECOVERY_COMMITS` in a row were quick there."""
+        """``run`` in one transaction on the loop's thread, never waiting for the lock, checkpointing only while
+        the disk is quick (:meth:`_settings`): what it returned, or :data:`_MISSED` if anything stopped it (rolled
+        back whole), :data:`_TOO_LARGE` if it was too large for the loop (:func:`will_write`). Timed: a slow
+        commit, or the lock taken, sends the next ones to the writer thread until :data:`RECOVERY_COMMITS` in a
+        row were quick there."""
         assert self._conn is not None
         self._settings(on_loop=True)
         _size.start(on_loop=True)
@@ -437,37 +445,15 @@ class WriteLane:
             return _MISSED
         finally:
             _size.on_loop = False
-        self._loop_run += 1
-        self._restart_due = False
+        checkpoints = self._applied != _ON_LOOP  # the WAL never grows past CHECKPOINT_PAGES: no LOOP_RUN due
+        self._loop_run = 0 if checkpoints else self._loop_run + 1
         self._last_on_loop = self._last_commit = spent = time.perf_counter() - started
+        # One that may have checkpointed and was not quick: the next may start the WAL again, off the loop.
+        self._restart_due = checkpoints and not self._syncs_quick
         if spent > LOOP_COMMIT_LIMIT:
             self._quick = 0
             self._slow = True
-        elif self._loop_run >= LOOP_RUN and self._syncs_quick:
-            self._checkpoint_here()
         return done
-
-    def _checkpoint_here(self) -> None:
-        """Copy the WAL into the file here, after :data:`LOOP_RUN` commits on the loop's thread, while the disk is
-        quick (:attr:`_syncs_quick`): handed to the writer thread, each checkpoint and the restart after it cost a
-        sequential writer two hops to that thread and back, where the floor's own checkpoints run inline (with
-        :attr:`_only_background` and restarts on this thread, appends ran 1.02-1.035x as fast in three runs of
-        16-20 rounds paired in one process, ``bench/ab_inproc.py``).
-
-        ``PASSIVE`` waits for no one (a reader's older snapshot keeps the frames it may read). One that fails, or
-        takes longer than :data:`LOOP_COMMIT_LIMIT`, leaves the next checkpoints to the writer thread (as a
-        slow commit does: :data:`RECOVERY_COMMITS`)."""
-        assert self._conn is not None
-        started = time.perf_counter()
-        try:
-            busy, logged, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.Error:
-            return  # LOOP_RUN sends the next commit to the writer thread, which checkpoints
-        self._loop_run = 0
-        self._restart_due = not busy and logged == copied  # the next commit starts the WAL again
-        if time.perf_counter() - started > LOOP_COMMIT_LIMIT:
-            self._quick = 0
-            self._slow = True
 
     # -- on the writer thread -------------------------------------------------------------------
 
@@ -499,12 +485,12 @@ class WriteLane:
             raise
 
     def _settings(self, on_loop: bool) -> None:
-        """On the loop's thread the connection neither waits for another process's lock nor checkpoints the WAL on
-        its own (:meth:`_checkpoint_here` does, when due); on the writer thread it does both (its busy timeout;
-        :data:`CHECKPOINT_PAGES`, or :data:`CHECKPOINT_PAGES_SLOW` while the disk is slow)."""
+        """On the loop's thread the connection never waits for another process's lock, and checkpoints the WAL
+        only while the disk is quick (:data:`_ON_LOOP_CHECKPOINTING`); on the writer thread it does both (its busy
+        timeout; :data:`CHECKPOINT_PAGES`, or :data:`CHECKPOINT_PAGES_SLOW` while the disk is slow)."""
         assert self._conn is not None
         if on_loop:
-            wanted = _ON_LOOP
+            wanted = _ON_LOOP_CHECKPOINTING if self._syncs_quick else _ON_LOOP
         else:
             wanted = (self._busy_ms, CHECKPOINT_PAGES_SLOW if self._slow else CHECKPOINT_PAGES)
         if wanted != self._applied:

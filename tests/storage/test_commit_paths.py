@@ -200,13 +200,14 @@ async def test_a_write_too_large_for_the_loop_runs_on_the_writer_thread(
 
 
 @pytest.mark.parametrize("quick", [True, False], ids=["quick disk", "disk not quick enough"])
-async def test_the_wal_is_checkpointed_after_loop_run_on_the_loop_only_while_the_disk_is_quick(
+async def test_the_loop_checkpoints_the_wal_in_its_commits_only_while_the_disk_is_quick(
     tmp_path: Path, committers: list[str], monkeypatch: pytest.MonkeyPatch, quick: bool
 ) -> None:
     """SQLite checkpoints in the commit that finds the WAL past its threshold: megabytes copied into the file and
-    syncs. The loop's connection never does that on its own (its WAL grows past 1,000 pages, nothing copied);
-    after LOOP_RUN commits there the WAL is checkpointed: on the loop's thread while its commits take under half
-    LOOP_COMMIT_LIMIT, else on the writer thread's next commit (indexing usually brings one sooner; not here)."""
+    syncs. While the loop's commits take under half LOOP_COMMIT_LIMIT its connection does that as the floor's
+    does, at CHECKPOINT_PAGES; else never on its own (its WAL grows past 1,000 pages, nothing copied), and after
+    LOOP_RUN commits there the next goes to the writer thread, which checkpoints (indexing usually brings one
+    sooner; not here)."""
     monkeypatch.setattr(sqlite_storage, "INDEX_EVERY", 10**6)
     monkeypatch.setattr(sqlite_storage, "INDEX_DELAY", 60.0)
     monkeypatch.setattr(lane.WriteLane, "_syncs_quick", property(lambda self: quick))
@@ -214,22 +215,24 @@ async def test_the_wal_is_checkpointed_after_loop_run_on_the_loop_only_while_the
     monkeypatch.setattr(lane, "LOOP_RUN", run)
     path = tmp_path / "agent.db"
     wal = Path(f"{path}-wal")
+    frame = 4096 + 24
     stream = EventContext.for_stream(uuid4())
     async with SQLiteStorage(path) as storage:
         await storage.save_event(UserMessage("opens the connection"), stream)
         size = path.stat().st_size
-        for n in range(run - 1):
+        for n in range(run):
             await storage.save_event(UserMessage(f"{n} " + "z" * 1500), stream)
-        assert committers[1:] == [LOOP] * (run - 1)
-        assert wal.stat().st_size > 1000 * (4096 + 24)  # past SQLite's checkpoint threshold...
-        assert path.stat().st_size == size  # ...and nothing copied into the file
-        await storage.save_event(UserMessage("the last of the run"), stream)
-        assert committers[-1] == LOOP
-        assert (path.stat().st_size > size) is quick  # checkpointed right after it, on this thread
-        await storage.save_event(UserMessage("one more"), stream)
-        assert committers[-1] == (LOOP if quick else WRITER)  # where the WAL starts again, or is checkpointed
-        assert path.stat().st_size > size
-        assert len(await storage.get_history(stream.stream.id)) == run + 2
+        assert committers[1:] == [LOOP] * run
+        if quick:
+            assert path.stat().st_size > size  # copied into the file, each time the WAL reached the threshold
+            assert wal.stat().st_size < 2 * lane.CHECKPOINT_PAGES * frame  # (its size is its largest yet)
+        else:
+            assert wal.stat().st_size > 1000 * frame  # past SQLite's checkpoint threshold...
+            assert path.stat().st_size == size  # ...and nothing copied into the file
+            await storage.save_event(UserMessage("one more"), stream)
+            assert committers[-1] == WRITER  # where the WAL is checkpointed
+            assert path.stat().st_size > size
+        assert len(await storage.get_history(stream.stream.id)) == run + 1 + (not quick)
 
 
 async def test_a_sequential_writer_yields_to_the_loop_once_per_slice(
