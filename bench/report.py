@@ -72,6 +72,8 @@ class Run:
     pg_problem: str | None = None
     laptop: Any = None  # laptop.LaptopSection
     laptop_problem: str | None = None
+    turns: Any = None  # turns.TurnsSection
+    turns_problem: str | None = None
 
     def cell(self, store: str, metric: str) -> Cell | None:
         return self.cells.get(store, {}).get(metric)

@@ -44,13 +44,14 @@ import footprint  # noqa: E402
 import laptop  # noqa: E402
 import pg  # noqa: E402
 import report  # noqa: E402
+import turns  # noqa: E402
 import workloads as w  # noqa: E402
 from disk import Disk  # noqa: E402
 from payloads import make_events  # noqa: E402
 from peers import Adapter, Loaded, load  # noqa: E402
 from rounds import Cell, Entrant, interleave, short  # noqa: E402
 
-SECTIONS = ("a", "b", "c", "d", "e", "g", "h", "lag", "memory", "ag2", "cli", "pg")
+SECTIONS = ("a", "turns", "b", "c", "d", "e", "g", "h", "lag", "memory", "ag2", "cli", "pg")
 
 HOW = [
     "- Every store gets the same events (a fixed mix of user messages ~200 B, tool calls ~150 B, tool results "
@@ -313,6 +314,20 @@ def measure_ag2(run: report.Run, fresh: w.Fresh, disk: Disk) -> None:
     run.ag2 = {key: cells.get("j") or cells.get("*") or Cell(problem="error") for key, cells in got.items()}
 
 
+def measure_turns(run: report.Run, loaded: list[Loaded], events: list[Any], fresh: w.Fresh) -> None:
+    """(a) against the floor again, the two taking turns every few appends (``bench/turns.py``)."""
+    adapters = {item.key: item.adapter for item in loaded if item.key in ("raw", "sessionstore")}
+    if not all(adapters.get(key) for key in ("raw", "sessionstore")):
+        run.turns_problem = "needs the floor and sessionstore (--only leaves one out)"
+        return
+    sizes = run.sizes
+    print(f"-- turns: {sizes.turns_rounds} rounds, turns of {sizes.turns_block}", flush=True)
+    stores = {key: adapter for key, adapter in adapters.items() if adapter is not None}
+    run.turns = turns.measure(
+        stores, events[: sizes.a], sizes.turns_rounds, sizes.turns_block, fresh.root, lambda t: print(t, flush=True)
+    )
+
+
 # -- the report's surroundings ------------------------------------------------------------------------
 
 
@@ -415,6 +430,8 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         "",
         report.memory_table(run),
         "",
+        *turns.lines(run.turns, run.turns_problem),
+        "",
         *report.ag2_section(run),
         "",
         *report.cli_section(run),
@@ -468,6 +485,7 @@ def write_report(run: report.Run, out: Path, started: datetime, load_before: str
         else {"problem": run.cli_problem},
         "pg": pg.as_json(run.pg, run.pg_problem),
         "laptop": laptop.as_json(run.laptop, run.laptop_problem),
+        "turns": turns.as_json(run.turns, run.turns_problem),
     }
     (out / "results.json").write_text(json.dumps(raw, indent=1))
 
@@ -561,6 +579,10 @@ def main(argv: list[str]) -> int:
             run.laptop = laptop.measure(loaded, fsync_ms, sections, flags, fresh.root, lambda t: print(t, flush=True))
         else:
             run.laptop_problem = "not run"
+        if "turns" in sections:
+            measure_turns(run, loaded, events, fresh)
+        else:
+            run.turns_problem = "not run"
         if "ag2" in sections:
             measure_ag2(run, fresh, disk)
         else:

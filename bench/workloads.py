@@ -29,6 +29,8 @@ RUN = Path(__file__).resolve().parent / "run.py"
 class Sizes:
     a: int = 1000  # events appended one call at a time
     a_rounds: int = 14
+    turns_rounds: int = 24  # (a) again, in turns with the floor (bench/turns.py)
+    turns_block: int = 50
     b_sessions: int = 50
     b_events: int = 100
     b_rounds: int = 7
@@ -63,6 +65,8 @@ class Sizes:
 SMOKE = Sizes(
     a=20,
     a_rounds=2,
+    turns_rounds=1,
+    turns_block=5,
     b_sessions=3,
     b_events=5,
     b_rounds=2,
@@ -97,6 +101,7 @@ SMOKE = Sizes(
 QUICK = Sizes(
     a=300,
     a_rounds=4,
+    turns_rounds=3,
     b_events=30,
     b_rounds=3,
     c_events=60,

@@ -102,6 +102,10 @@ class Adapter:
     async def append(self, key: str, event: Any) -> None:
         raise NotImplementedError
 
+    async def settle(self) -> None:
+        """Wait for the background work the store's appends started (what its next append would wait behind);
+        most stores have none."""
+
     async def load(self, key: str, events: list[Any]) -> None:
         """Prepare a long history fast (untimed); defaults to appending one by one."""
         for event in events:

@@ -1,13 +1,16 @@
-"""sessionstore's SQLiteStorage, through its public API only."""
+"""sessionstore's SQLiteStorage, through its public API only (:meth:`Store.settle` aside, which only waits)."""
 
 from __future__ import annotations
 
+import asyncio
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 from uuid import UUID, uuid5
 
-from sessionstore import EventContext, ModelMessage, SQLiteStorage, ToolCall, ToolResult, UserMessage
+import sessionstore
+from sessionstore import EventContext
 
 from . import Adapter, sqlite_pragmas
 
@@ -15,41 +18,58 @@ NS = UUID("6f1c1f9e-0000-4000-8000-000000000000")
 
 
 @cache
-def context(key: str) -> EventContext:
+def context(key: str, package: ModuleType = sessionstore) -> EventContext:
     """The session's context, made once: an agent holds it, as the OpenAI adapter holds its SQLiteSession."""
-    return EventContext.for_stream(uuid5(NS, key))
+    made: EventContext = package.EventContext.for_stream(uuid5(NS, key))
+    return made
 
 
-def to_events(events: list[Any]) -> list[Any]:
+def to_events(events: list[Any], package: ModuleType = sessionstore) -> list[Any]:
+    """``package``'s events (another version's, imported under another name, in ``bench/ab_inproc.py``)."""
     out: list[Any] = []
     for e in events:
         if e.kind == "user":
-            out.append(UserMessage(e.data["content"]))
+            out.append(package.UserMessage(e.data["content"]))
         elif e.kind == "model":
-            out.append(ModelMessage(e.data["content"]))
+            out.append(package.ModelMessage(e.data["content"]))
         elif e.kind == "tool_call":
-            out.append(ToolCall(e.data["call_id"], e.data["name"], dict(e.data["arguments"])))
+            out.append(package.ToolCall(e.data["call_id"], e.data["name"], dict(e.data["arguments"])))
         else:
-            out.append(ToolResult(e.data["call_id"], e.data["content"]))
+            out.append(package.ToolResult(e.data["call_id"], e.data["content"]))
     return out
 
 
 class Store(Adapter):
     key = "sessionstore"
     durability = "each save_event returns once committed (group commit under concurrency)"
+    package: ModuleType = sessionstore
 
     def convert(self, events: list[Any]) -> list[Any]:
-        return to_events(events)
+        return to_events(events, self.package)
 
     async def open(self, path: Path) -> None:
-        self.storage = SQLiteStorage(path)
+        self.storage = self.package.SQLiteStorage(path)
         await self.storage.open()
 
     async def close(self) -> None:
         await self.storage.aclose()
 
     async def append(self, key: str, event: Any) -> None:
-        await self.storage.save_event(event, context(key))
+        await self.storage.save_event(event, context(key, self.package))
+
+    async def settle(self) -> None:
+        """Indexing new events, and a checkpoint handed to the writer thread (private names, in every version
+        ``bench/ab_inproc.py`` compares)."""
+        storage = self.storage
+        while True:
+            indexing = getattr(storage, "_indexing", None)
+            lane = getattr(storage, "_opened", None)
+            if indexing is not None:
+                await asyncio.wait([indexing])
+            elif lane is not None and not lane._idle.is_set():
+                await lane._idle.wait()
+            else:
+                return
 
     async def load(self, key: str, events: list[Any]) -> None:
         await self.storage.set_history(uuid5(NS, key), events)
