@@ -316,13 +316,12 @@ def measure_ag2(run: report.Run, fresh: w.Fresh, disk: Disk) -> None:
 
 def measure_turns(run: report.Run, loaded: list[Loaded], events: list[Any], fresh: w.Fresh) -> None:
     """(a) against the floor again, the two taking turns every few appends (``bench/turns.py``)."""
-    adapters = {item.key: item.adapter for item in loaded if item.key in ("raw", "sessionstore")}
-    if not all(adapters.get(key) for key in ("raw", "sessionstore")):
+    stores = {item.key: item.adapter for item in loaded if item.key in ("raw", "sessionstore") and item.adapter}
+    if len(stores) < 2:
         run.turns_problem = "needs the floor and sessionstore (--only leaves one out)"
         return
     sizes = run.sizes
     print(f"-- turns: {sizes.turns_rounds} rounds, turns of {sizes.turns_block}", flush=True)
-    stores = {key: adapter for key, adapter in adapters.items() if adapter is not None}
     run.turns = turns.measure(
         stores, events[: sizes.a], sizes.turns_rounds, sizes.turns_block, fresh.root, lambda t: print(t, flush=True)
     )

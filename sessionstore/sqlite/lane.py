@@ -236,8 +236,8 @@ class WriteLane:
         # The task whose writes commit at once in this loop iteration, and since when (None: none did yet).
         self._slice_task: asyncio.Task[Any] | None = None
         self._slice_started = 0.0
-        # How long the last commit on the loop's thread took, and whether the writer thread's last commit
-        # may have checkpointed the WAL (the next one then starts it again: see _judge and _loop_allowed).
+        # How long the last commit on the loop's thread took, and whether the last commit may have checkpointed
+        # the WAL (the next one then starts it again: see _judge, _commit_here and _loop_allowed).
         self._last_on_loop = 0.0
         self._restart_due = False
         # How long the last commit timed as evidence of the disk's speed took (here or on the writer thread).
@@ -346,8 +346,8 @@ class WriteLane:
     def _loop_allowed(self) -> bool:
         """Whether the loop's thread may commit now: the connection is open, the last :data:`RECOVERY_COMMITS`
         commits were quick, the writer thread committed within the last :data:`LOOP_RUN`, and not a checkpoint
-        that leaves the WAL to start again (:meth:`_judge`) unless :attr:`_syncs_quick` (at 0.3 ms per sync,
-        each restart handed over cost ~0.25 ms more than one committed here)."""
+        that leaves the WAL to start again (:meth:`_judge`, :meth:`_commit_here`) unless :attr:`_syncs_quick`
+        (at 0.3 ms per sync, each restart handed over cost ~0.25 ms more than one committed here)."""
         return (
             self._conn is not None
             and self._quick >= RECOVERY_COMMITS
